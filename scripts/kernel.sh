@@ -1,0 +1,117 @@
+#!/bin/bash
+# kernel.sh KIND: build (once per config hash) the guest kernel of KIND
+# ("debug" for make check) from the root's Debian source tarball.
+#
+# Source: $LP_CACHE/work/src-<hash of kernel.env + patches>, shared by every
+# kind. Build: $LP_CACHE/work/kernel-KIND (O=), rebuilt when the hash of
+# kernel.env + patches + base.config + KIND.config changes.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+kind=${1:-debug}
+[ -f "$LP_REPO/kernel-config/$kind.config" ] ||
+	lp_die "no kernel-config/$kind.config: unknown kernel kind '$kind'"
+
+if [ -z "${LP_CACHE_IN:-}" ]; then
+	# Host side: decide whether there is anything to do.
+	lp_need_root "$@"
+	khash=$(lp_kernel_hash "$kind")
+	kdir=$(lp_kdir_host "$kind")
+	if [ -f "$kdir/.lp-stamp" ] && [ "$(cat "$kdir/.lp-stamp")" = "$khash" ] &&
+		[ -f "$kdir/arch/x86/boot/bzImage" ]; then
+		lp_say "kernel ($kind) up to date: $kdir"
+		exit 0
+	fi
+	exec "$LP_REPO/scripts/inroot.sh" "scripts/kernel.sh $kind"
+fi
+
+# Inside the root.
+shash=$(lp_src_hash)
+khash=$(lp_kernel_hash "$kind")
+src=$LP_CACHE_IN/src-$shash
+kdir=$LP_CACHE_IN/kernel-$kind
+log=$kdir.log
+jobs=${JOBS:-$(nproc)}
+
+if [ ! -f "$src/.lp-ready" ]; then
+	lp_say "unpacking $LP_KERNEL_TARBALL (~15 s)"
+	rm -rf "$src" "$src.tmp"
+	mkdir -p "$src.tmp"
+	tar -xf "$LP_KERNEL_TARBALL" -C "$src.tmp" --strip-components=1 ||
+		lp_die "could not unpack $LP_KERNEL_TARBALL"
+	for p in "$LP_REPO"/kernel-config/patches/*.patch; do
+		[ -e "$p" ] || continue
+		lp_say "applying patch $(basename "$p")"
+		patch -d "$src.tmp" -p1 --forward --batch --quiet <"$p" ||
+			lp_die "patch $(basename "$p") does not apply to $LP_KERNEL_PACKAGE: refresh it"
+	done
+	touch "$src.tmp/.lp-ready"
+	mv "$src.tmp" "$src"
+	# Older sources are dead weight (~1.5 GB each).
+	for old in "$LP_CACHE_IN"/src-*; do
+		[ "$old" = "$src" ] || rm -rf "$old"
+	done
+fi
+
+# A build directory made from another source tree cannot be reused.
+if [ -f "$kdir/.lp-src" ] && [ "$(cat "$kdir/.lp-src")" != "$shash" ]; then
+	lp_say "kernel ($kind): source changed, starting a fresh build directory"
+	rm -rf "$kdir"
+fi
+mkdir -p "$kdir"
+echo "$shash" >"$kdir/.lp-src"
+rm -f "$kdir/.lp-stamp"
+
+cd "$src"
+mk() { make -s O="$kdir" LLVM=1 "$@"; }
+
+lp_say "kernel ($kind): configuring (allnoconfig + base.config + $kind.config)"
+mk allnoconfig >/dev/null
+frags=("$LP_REPO/kernel-config/base.config" "$LP_REPO/kernel-config/$kind.config")
+scripts/kconfig/merge_config.sh -m -O "$kdir" "$kdir/.config" "${frags[@]}" >"$log" 2>&1 ||
+	lp_die "merge_config.sh failed, see $log"
+mk olddefconfig >>"$log" 2>&1 || lp_die "olddefconfig failed, see $log"
+
+# merge_config.sh drops what Kconfig cannot satisfy, silently: refuse that.
+dropped=()
+while IFS= read -r line; do
+	case $line in
+	CONFIG_*=*)
+		grep -qxF -- "$line" "$kdir/.config" || dropped+=("$line")
+		;;
+	"# CONFIG_"*" is not set")
+		opt=${line#\# }
+		opt=${opt%% *}
+		grep -q "^$opt=" "$kdir/.config" && dropped+=("$line")
+		;;
+	esac
+done < <(cat "${frags[@]}")
+if [ ${#dropped[@]} -gt 0 ]; then
+	printf '  %s\n' "${dropped[@]}" >&2
+	lp_die "kernel ($kind): the options above did not survive olddefconfig (unmet dependencies); fix the fragments"
+fi
+
+mk rustavailable >>"$log" 2>&1 ||
+	lp_die "Rust is not available to this kernel build (make rustavailable), see $log"
+
+lp_say "kernel ($kind): building with LLVM=1 -j$jobs (~10 min cold; log: ${log/#$LP_CACHE_IN/\$LP_CACHE/work})"
+start=$SECONDS
+make O="$kdir" LLVM=1 -j"$jobs" >>"$log" 2>&1 &
+pid=$!
+trap 'kill $pid 2>/dev/null' EXIT
+while kill -0 $pid 2>/dev/null; do
+	for _ in $(seq 60); do
+		sleep 1
+		kill -0 $pid 2>/dev/null || break
+	done
+	kill -0 $pid 2>/dev/null || break
+	lp_say "kernel ($kind): still building, $(((SECONDS - start) / 60)) min, at: $(tail -n1 "$log" | cut -c1-70)"
+done
+if ! wait $pid; then
+	trap - EXIT
+	grep -E 'error|Error' "$log" | head -n 20 >&2 || true
+	lp_die "kernel ($kind) build failed after $((SECONDS - start)) s; full log: $log"
+fi
+trap - EXIT
+echo "$khash" >"$kdir/.lp-stamp"
+lp_say "kernel ($kind) built in $((SECONDS - start)) s: $kdir/arch/x86/boot/bzImage"

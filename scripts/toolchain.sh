@@ -1,0 +1,88 @@
+#!/bin/bash
+# toolchain.sh: make (once) and verify the Debian toolchain root that every
+# build and QEMU run executes in. The host needs only mmdebstrap.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+lp_need_root "$@"
+
+stamp=$LP_ROOT/.lp-stamp
+want=$(printf '%s\n' "$LP_SUITE" "$LP_KERNEL_SUITE" "$LP_KERNEL_PACKAGE" \
+	"$LP_ROOT_PACKAGES" | sha256sum | cut -c1-16)
+mirror=$(lp_mirror)
+noexpire='Acquire::Check-Valid-Until "false";'
+
+verify() {
+	local missing=()
+	local t
+	for t in rustc bindgen clang ld.lld llvm-objdump rustfmt clippy-driver \
+		busybox qemu-system-x86_64 python3 cpio gcc; do
+		[ -x "$LP_ROOT/usr/bin/$t" ] || missing+=("$t")
+	done
+	[ -f "$LP_ROOT$LP_KERNEL_TARBALL" ] || missing+=("$LP_KERNEL_TARBALL")
+	[ ${#missing[@]} -eq 0 ] ||
+		lp_die "toolchain root $LP_ROOT lacks: ${missing[*]} (remove it with 'make distclean' and retry)"
+}
+
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+	verify
+	lp_say "toolchain root ok: $LP_ROOT"
+	exit 0
+fi
+
+if ! command -v mmdebstrap >/dev/null; then
+	command -v apt-get >/dev/null ||
+		lp_die "mmdebstrap is missing and this host has no apt-get: install mmdebstrap by hand"
+	lp_say "host lacks mmdebstrap: installing it with apt-get (the only host package we need)"
+	apt-get -o Acquire::Check-Valid-Until=false update -qq ||
+		lp_die "apt-get update failed on the host: check network access to the Debian archive"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >/dev/null ||
+		lp_die "apt-get install mmdebstrap failed on the host"
+fi
+
+mkdir -p "$LP_CACHE"
+touch "$LP_CACHE/.lockless-parity-cache"
+avail_kb=$(df -Pk "$LP_CACHE" | awk 'NR==2 {print $4}')
+if [ ! -d "$LP_ROOT" ] && [ "$avail_kb" -lt $((8 * 1024 * 1024)) ]; then
+	lp_die "only $((avail_kb / 1024)) MiB free under $LP_CACHE; the root and kernel need ~8 GiB (set LP_CACHE to a bigger disk)"
+fi
+
+if [ ! -x "$LP_ROOT/usr/bin/apt-get" ]; then
+	lp_say "creating the $LP_SUITE toolchain root with mmdebstrap from $mirror (~2 min)"
+	rm -rf "$LP_ROOT.tmp"
+	# shellcheck disable=SC2086
+	if ! mmdebstrap --variant=apt --quiet \
+		--aptopt="$noexpire" \
+		--include="$(echo $LP_ROOT_PACKAGES | tr ' ' ,)" \
+		"$LP_SUITE" "$LP_ROOT.tmp" \
+		"deb $mirror $LP_SUITE main" "deb $mirror $LP_KERNEL_SUITE main"; then
+		rm -rf "$LP_ROOT.tmp"
+		lp_die "mmdebstrap failed: is $mirror reachable, and does it serve $LP_SUITE?"
+	fi
+	mv "$LP_ROOT.tmp" "$LP_ROOT"
+fi
+printf '%s\n' "$noexpire" >"$LP_ROOT/etc/apt/apt.conf.d/99lp-no-valid-until"
+
+lp_say "refreshing the root's package lists"
+"$LP_REPO/scripts/inroot.sh" --net "apt-get update -qq" ||
+	lp_die "apt-get update inside the root failed: is $mirror reachable?"
+
+lp_say "installing $LP_ROOT_PACKAGES (where missing)"
+"$LP_REPO/scripts/inroot.sh" --net \
+	"DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $LP_ROOT_PACKAGES >/dev/null" ||
+	lp_die "installing the toolchain packages inside the root failed"
+
+cand=$("$LP_REPO/scripts/inroot.sh" "apt-cache policy $LP_KERNEL_PACKAGE" |
+	awk '/Candidate:/ {print $2}')
+if [ -z "$cand" ] || [ "$cand" = "(none)" ]; then
+	newest=$("$LP_REPO/scripts/inroot.sh" "apt-cache pkgnames linux-source-" |
+		grep -E '^linux-source-[0-9.]+$' | sort -V | tail -n1 || true)
+	lp_die "$LP_KERNEL_PACKAGE is no longer in $LP_SUITE/$LP_KERNEL_SUITE at $mirror; newest available: ${newest:-none}. Update LP_KERNEL_PACKAGE/LP_KERNEL_SERIES in kernel-config/kernel.env"
+fi
+lp_say "installing $LP_KERNEL_PACKAGE $cand from $LP_KERNEL_SUITE"
+"$LP_REPO/scripts/inroot.sh" --net \
+	"DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t $LP_KERNEL_SUITE $LP_KERNEL_PACKAGE >/dev/null" ||
+	lp_die "installing $LP_KERNEL_PACKAGE inside the root failed"
+
+verify
+printf '%s\n' "$want" >"$stamp"
+lp_say "toolchain root ready: $LP_ROOT ($(du -sh "$LP_ROOT" | cut -f1))"
