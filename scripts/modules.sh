@@ -1,0 +1,21 @@
+#!/bin/bash
+# modules.sh [KIND]: build lockless_c.ko and lockless_rust.ko out of tree
+# against kernel KIND (default debug) with Kbuild and LLVM=1.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+lp_in_root "$@"
+
+kind=${1:-debug}
+kdir=$(lp_kdir "$kind")
+[ -f "$kdir/Module.symvers" ] ||
+	lp_die "no built kernel in $kdir: run 'make kernel' (or check KDIR=)"
+
+out=$LP_OUT/guest-$kind/modules
+mkdir -p "$out"
+for m in c-module rust-module; do
+	lp_say "building $m against $kdir"
+	make -s -C "$kdir" M="$LP_REPO/$m" LLVM=1 W=1 modules ||
+		lp_die "building $m failed (messages above)"
+done
+cp c-module/lockless_c.ko rust-module/lockless_rust.ko "$out/"
+lp_say "modules ready: $(cd "$out" && echo *.ko)"
