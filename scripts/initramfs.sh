@@ -1,0 +1,36 @@
+#!/bin/bash
+# initramfs.sh [KIND]: build the static guest programs and pack the guest:
+# busybox-static, both modules, the test driver, the demo and /init.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+lp_in_root "$@"
+
+kind=${1:-debug}
+kdir=$(lp_kdir "$kind")
+ksrc=$(lp_ksrc "$kdir")
+guest=$LP_OUT/guest-$kind
+stage=$guest/rootfs
+[ -f "$guest/modules/lockless_c.ko" ] && [ -f "$guest/modules/lockless_rust.ko" ] ||
+	lp_die "modules for $kind are not built: run scripts/modules.sh $kind first"
+[ -f "$ksrc/tools/testing/selftests/kselftest_harness.h" ] ||
+	lp_die "no kselftest_harness.h under $ksrc (KDIR must be a full kernel tree)"
+
+rm -rf "$stage"
+mkdir -p "$stage"/{bin,dev,proc,sys,tmp,modules}
+cflags=(-static -O2 -Wall -Werror -pthread
+	-I"$ksrc/tools/testing/selftests" -I"$LP_REPO/shared-tests")
+lp_say "compiling the guest programs (static)"
+gcc "${cflags[@]}" -o "$stage/bin/lockless_test" shared-tests/lockless_test.c ||
+	lp_die "compiling shared-tests/lockless_test.c failed"
+gcc "${cflags[@]}" -o "$stage/bin/lockless_demo" shared-tests/lockless_demo.c ||
+	lp_die "compiling shared-tests/lockless_demo.c failed"
+
+cp /bin/busybox "$stage/bin/busybox"
+ln -s busybox "$stage/bin/sh"
+cp "$guest"/modules/*.ko "$stage/modules/"
+install -m 0755 shared-tests/init.sh "$stage/init"
+mknod -m 600 "$stage/dev/console" c 5 1
+
+(cd "$stage" && find . -print0 | cpio --null -o -H newc --quiet) | gzip -1 >"$guest/initramfs.cpio.gz.tmp"
+mv "$guest/initramfs.cpio.gz.tmp" "$guest/initramfs.cpio.gz"
+lp_say "guest ready: build/guest-$kind/initramfs.cpio.gz ($(du -h "$guest/initramfs.cpio.gz" | cut -f1))"

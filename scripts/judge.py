@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""judge.py: judge one guest run from its serial logs.
+
+    judge.py RUN_DIR KSRC COUNTS_FILE
+
+RUN_DIR holds console.log (ttyS0: the kernel and /init) and ktap.log
+(ttyS1: the test driver). KTAP is parsed with the kernel's own parser,
+tools/testing/kunit/kunit_parser.py from KSRC. The run fails on:
+
+  - any kernel splat on the console (the line is named),
+  - a "lp-init: FAIL" or "lp-host: FAIL" line (insmod, rmmod, timeout),
+  - a guest that never printed "lp-init: done" (crash, hang, timeout),
+  - missing KTAP, a missing plan, fewer results than the plan, a failed
+    or crashed test.
+
+Writes "PASSED FAILED" to COUNTS_FILE and prints "N passed, N failed".
+"""
+import os
+import re
+import sys
+
+SPLATS = [
+    r'WARNING:', r'BUG:', r'KASAN:', r'UBSAN:', r'possible circular locking',
+    r'possible recursive locking', r'inconsistent lock state',
+    r'suspicious RCU usage', r'unreferenced object',
+    r'suspected memory leak', r'Oops', r'Kernel panic', r'kernel BUG',
+    r'general protection fault', r'RCU stall', r'rcu_.* detected stall',
+    r'soft lockup', r'hard LOCKUP', r'hung task', r'blocked for more than',
+    r'Call Trace:', r'refcount_t: ',
+]
+SPLAT_RE = re.compile('|'.join(SPLATS))
+
+
+def read_lines(path):
+    try:
+        with open(path, errors='replace') as f:
+            return [l.rstrip('\r\n') for l in f]
+    except FileNotFoundError:
+        return []
+
+
+def main():
+    run, ksrc, counts_file = sys.argv[1:4]
+    sys.path.insert(0, os.path.join(ksrc, 'tools/testing/kunit'))
+    import kunit_parser
+    import kunit_printer
+
+    console = read_lines(os.path.join(run, 'console.log'))
+    ktap = read_lines(os.path.join(run, 'ktap.log'))
+    problems = []
+
+    for n, line in enumerate(console, 1):
+        if SPLAT_RE.search(line):
+            problems.append(f'kernel splat, console.log:{n}: {line.strip()}')
+        elif 'lp-init: FAIL' in line or 'lp-host: FAIL' in line:
+            problems.append(f'console.log:{n}: {line.strip()}')
+    if not any('lp-init: done' in l for l in console):
+        problems.append('the guest never reached "lp-init: done" '
+                        '(crash, hang or timeout): see console.log')
+
+    quiet = kunit_printer.Printer(print=False)
+    test = kunit_parser.parse_run_tests(ktap, quiet)
+    counts = test.counts
+    passed = counts.passed
+    failed = counts.failed + counts.crashed
+
+    def walk(t, path):
+        if not t.name:
+            name = f'{path or "driver"}: a result its plan promised never came'
+        else:
+            name = f'{path}.{t.name}' if path else t.name
+        if not t.subtests and t.status not in (
+                kunit_parser.TestStatus.SUCCESS,
+                kunit_parser.TestStatus.SKIPPED):
+            print(f'  FAIL {name}: {t.status.name}')
+            for l in t.log[-15:]:
+                print(f'       {l}')
+        for s in t.subtests:
+            walk(s, t.name)
+    for s in test.subtests:
+        walk(s, '')
+
+    if test.status == kunit_parser.TestStatus.FAILURE_TO_PARSE_TESTS or \
+            test.status == kunit_parser.TestStatus.NO_TESTS:
+        problems.append('no KTAP results in ktap.log (driver did not run?)')
+    elif counts.errors and not counts.crashed:
+        problems.append(f'KTAP: {counts.errors} parse error(s): missing plan '
+                        'or fewer results than planned')
+
+    for p in problems:
+        print(f'  FAIL {p}')
+    # Every problem outside the KTAP counts is one more failure.
+    failed += len(problems)
+    skipped = f', {counts.skipped} skipped' if counts.skipped else ''
+    with open(counts_file, 'w') as f:
+        f.write(f'{passed} {failed}\n')
+    print(f'guest: {passed} passed, {failed} failed{skipped}')
+    return 1 if failed or not passed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,13 @@
+#!/bin/bash
+# judge.sh MODE [KIND]: judge the guest run build/guest-KIND/MODE with
+# scripts/judge.py and the kernel's KTAP parser; writes results/guest.counts.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+lp_in_root "$@"
+
+mode=${1:-check}
+kind=${2:-debug}
+ksrc=$(lp_ksrc "$(lp_kdir "$kind")")
+mkdir -p "$LP_OUT/results"
+exec python3 "$LP_REPO/scripts/judge.py" "$LP_OUT/guest-$kind/$mode" "$ksrc" \
+	"$LP_OUT/results/guest.counts"

@@ -1,0 +1,74 @@
+#!/bin/bash
+# qemu.sh MODE [KIND]: boot the guest of KIND (default debug) in QEMU with
+# /init in lp.mode=MODE (check, demo, shell); serial logs go to
+# build/guest-KIND/MODE/. TCG by default, ACCEL=kvm opt-in.
+#
+# Environment: TIMEOUT (s, default 600), SMP (default 4), MEM (default 2G).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+lp_in_root "$@"
+
+mode=${1:?usage: qemu.sh check|demo|shell [KIND]}
+kind=${2:-debug}
+kdir=$(lp_kdir "$kind")
+guest=$LP_OUT/guest-$kind
+bz=$kdir/arch/x86/boot/bzImage
+initrd=$guest/initramfs.cpio.gz
+timeout=${TIMEOUT:-600}
+run=$guest/$mode
+
+command -v qemu-system-x86_64 >/dev/null ||
+	lp_die "qemu-system-x86_64 is missing from the toolchain root: run 'make toolchain'"
+[ -f "$bz" ] || lp_die "no kernel image $bz: run 'make kernel'"
+[ -f "$initrd" ] || lp_die "no initramfs $initrd: run scripts/initramfs.sh $kind"
+
+case ${ACCEL:-tcg} in
+tcg) accel=(-accel tcg,thread=multi) ;;
+kvm)
+	[ -w /dev/kvm ] || lp_die "ACCEL=kvm but /dev/kvm is not usable here; use the default TCG"
+	accel=(-accel kvm -cpu host)
+	;;
+*) lp_die "ACCEL=${ACCEL} is not one of tcg, kvm" ;;
+esac
+
+append="console=ttyS0 panic=-1 panic_on_warn=1 softlockup_panic=1 lp.mode=$mode"
+qemu=(qemu-system-x86_64 "${accel[@]}" -smp "${SMP:-4}" -m "${MEM:-2G}"
+	-no-reboot -kernel "$bz" -initrd "$initrd" -append "$append")
+
+rm -rf "$run"
+mkdir -p "$run"
+
+if [ "$mode" = shell ]; then
+	lp_say "booting $kind kernel to a shell (${ACCEL:-tcg}); 'poweroff -f' leaves, Ctrl-A X kills"
+	exec "${qemu[@]}" -nographic -serial mon:stdio
+fi
+
+lp_say "booting $kind kernel, lp.mode=$mode, ${ACCEL:-tcg}, ${SMP:-4} vCPUs, timeout ${timeout}s"
+: >"$run/console.log"
+: >"$run/ktap.log"
+"${qemu[@]}" -display none -monitor none \
+	-serial file:"$run/console.log" -serial file:"$run/ktap.log" &
+qpid=$!
+# QEMU is always reaped: on timeout, on error, on Ctrl-C.
+trap 'kill -KILL $qpid 2>/dev/null || true' EXIT INT TERM
+
+# Progress: echo test results as the guest prints them.
+if [ "$mode" = check ]; then
+	tail -n +1 -F --pid=$qpid "$run/ktap.log" 2>/dev/null |
+		grep --line-buffered -E '^(not )?ok ' | sed -u 's/^/  guest: /' &
+fi
+
+start=$SECONDS
+while kill -0 $qpid 2>/dev/null; do
+	if [ $((SECONDS - start)) -ge "$timeout" ]; then
+		kill -KILL $qpid 2>/dev/null || true
+		echo "lp-host: FAIL guest timed out after ${timeout}s" >>"$run/console.log"
+		lp_say "guest timed out after ${timeout}s (raise TIMEOUT=, or see $run/console.log)"
+		break
+	fi
+	sleep 1
+done
+wait $qpid 2>/dev/null || true
+wait 2>/dev/null || true
+trap - EXIT INT TERM
+lp_say "guest stopped after $((SECONDS - start)) s; logs in build/guest-$kind/$mode/"
