@@ -1,0 +1,56 @@
+# lockless-parity: the front door. `make help` lists what you can do.
+#
+# Everything runs as root (mmdebstrap, mount namespaces, chroot) inside a
+# Debian toolchain root kept in $(LP_CACHE); nothing is installed on the
+# host except mmdebstrap. Variables: LP_CACHE, KDIR, ACCEL=kvm, TIMEOUT,
+# SMP, MEM, JOBS (see README.md).
+
+S := scripts
+
+.PHONY: help check demo shell lint toolchain kernel modules guest clean distclean
+
+help:
+	@echo "make demo       boot the guest, load both modules, print their answers side by side"
+	@echo "make check      build everything needed, run all tests in QEMU, lint; ends 'N passed, N failed'"
+	@echo "make shell      boot the guest to a busybox shell with both .ko files and the test driver"
+	@echo "make lint       checkpatch --strict, rustfmt --check, clippy"
+	@echo "make toolchain  create/verify the Debian toolchain root (mmdebstrap)"
+	@echo "make kernel     build the debug guest kernel (KASAN, lockdep, kmemleak, Rust)"
+	@echo "make modules    build lockless_c.ko and lockless_rust.ko"
+	@echo "make guest      build the initramfs (modules, driver, /init)"
+	@echo "make clean      remove project build outputs (build/, module objects)"
+	@echo "make distclean  clean, and remove the cache (toolchain root, kernel trees)"
+
+check:
+	@$(S)/check.sh
+
+demo:
+	@$(S)/demo.sh
+
+shell: guest
+	@$(S)/qemu.sh shell debug
+
+lint: modules
+	@$(S)/lint.sh debug
+
+toolchain:
+	@$(S)/toolchain.sh
+
+kernel: toolchain
+	@$(if $(KDIR),echo "KDIR=$(KDIR): using that kernel, not building one",$(S)/kernel.sh debug)
+
+modules: kernel
+	@$(S)/modules.sh debug
+
+guest: modules
+	@$(S)/initramfs.sh debug
+
+clean:
+	rm -rf build
+	find c-module rust-module \( -name '*.o' -o -name '*.ko' -o -name '*.mod' \
+		-o -name '*.mod.c' -o -name '.*.cmd' -o -name '*.rmeta' -o -name '*.d' \
+		-o -name '*_generated.rs' -o -name modules.order -o -name Module.symvers \) \
+		-delete
+
+distclean: clean
+	@$(S)/distclean.sh

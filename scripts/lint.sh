@@ -1,0 +1,69 @@
+#!/bin/bash
+# lint.sh [KIND]: checkpatch --strict on every C file and patch of ours,
+# rustfmt --check and clippy (Kbuild CLIPPY=1) on the Rust module.
+# One line per check; fails on any finding.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+lp_in_root "$@"
+
+kind=${1:-debug}
+kdir=$(lp_kdir "$kind")
+ksrc=$(lp_ksrc "$kdir")
+[ -f "$ksrc/scripts/checkpatch.pl" ] || lp_die "no checkpatch.pl under $ksrc: run 'make kernel'"
+results=$LP_OUT/results
+mkdir -p "$results"
+log=$results/lint.log
+: >"$log"
+pass=0
+fail=0
+
+check() {
+	local name=$1
+	shift
+	if out=$("$@" 2>&1); then
+		pass=$((pass + 1))
+		echo "  ok   $name"
+	else
+		fail=$((fail + 1))
+		echo "  FAIL $name"
+		printf '%s\n' "$out" | sed 's/^/       /' | head -n 40
+	fi
+	printf '== %s\n%s\n' "$name" "$out" >>"$log"
+}
+
+checkpatch=(perl "$ksrc/scripts/checkpatch.pl" --no-tree --strict --quiet
+	--show-types)
+for f in c-module/*.[ch] rust-module/*.h shared-tests/*.[ch]; do
+	case $f in *.mod.c) continue ;; esac # Kbuild's, not ours
+	[ -e "$f" ] || continue
+	check "checkpatch --strict $f" "${checkpatch[@]}" -f "$f"
+done
+for p in kernel-config/patches/*.patch; do
+	[ -e "$p" ] || continue
+	check "checkpatch --strict $p" perl "$ksrc/scripts/checkpatch.pl" --strict --quiet \
+		--root="$ksrc" "$p"
+done
+
+rs=()
+for f in rust-module/*.rs; do
+	case $f in *_generated.rs) ;; *) rs+=("$f") ;; esac
+done
+check "rustfmt --check rust-module" rustfmt --check --edition 2021 \
+	--config-path "$ksrc/.rustfmt.toml" "${rs[@]}"
+
+clippy() {
+	# Force a rebuild of the crate so that clippy actually looks at it.
+	rm -f rust-module/lockless_rust.o
+	local out
+	out=$(make -s -C "$kdir" M="$LP_REPO/rust-module" LLVM=1 CLIPPY=1 modules 2>&1) || {
+		printf '%s\n' "$out"
+		return 1
+	}
+	printf '%s\n' "$out"
+	! printf '%s\n' "$out" | grep -qE '^(warning|error)'
+}
+check "clippy (CLIPPY=1) rust-module" clippy
+
+echo "lint: $pass passed, $fail failed (full output: build/results/lint.log)"
+echo "$pass $fail" >"$results/lint.counts"
+[ "$fail" -eq 0 ]
