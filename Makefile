@@ -37,7 +37,8 @@ toolchain:
 	@$(S)/toolchain.sh
 
 kernel: toolchain
-	@$(if $(KDIR),echo "KDIR=$(KDIR): using that kernel, not building one",$(S)/kernel.sh debug)
+	@if [ -n "$(KDIR)" ]; then echo "KDIR=$(KDIR): using that kernel tree, not building one"; \
+	else $(S)/kernel.sh debug; fi
 
 modules: kernel
 	@$(S)/modules.sh debug
