@@ -7,13 +7,14 @@
 
 S := scripts
 
-.PHONY: help check demo shell lint toolchain kernel modules guest clean distclean
+.PHONY: help check demo shell lint litmus toolchain kernel modules guest clean distclean
 
 help:
 	@echo "make demo       boot the guest, load both modules, print their answers side by side"
 	@echo "make check      build everything needed, run all tests in QEMU, lint; ends 'N passed, N failed'"
 	@echo "make shell      boot the guest to a busybox shell with both .ko files and the test driver"
 	@echo "make lint       checkpatch --strict, rustfmt --check, clippy"
+	@echo "make litmus     check the article's ordering claims with herd7 and the kernel's memory model"
 	@echo "make toolchain  create/verify the Debian toolchain root (mmdebstrap)"
 	@echo "make kernel     build the debug guest kernel (KASAN, lockdep, kmemleak, Rust)"
 	@echo "make modules    build lockless_c.ko and lockless_rust.ko"
@@ -32,6 +33,9 @@ shell: guest
 
 lint: modules
 	@$(S)/lint.sh debug
+
+litmus:
+	@$(S)/litmus.sh
 
 toolchain:
 	@$(S)/toolchain.sh

@@ -48,14 +48,16 @@ fi
 
 if [ ! -x "$LP_ROOT/usr/bin/apt-get" ]; then
 	lp_say "creating the $LP_SUITE toolchain root with mmdebstrap from $mirror (~2 min)"
-	rm -rf "$LP_ROOT.tmp"
+	rm -rf --one-file-system "$LP_ROOT.tmp"
+	# mmdebstrap mounts /proc, /dev, ... in the new root while it works;
+	# a private mount namespace guarantees none outlives it, even on kill.
 	# shellcheck disable=SC2086
-	if ! mmdebstrap --variant=apt --quiet \
+	if ! unshare --mount --propagation private -- mmdebstrap --variant=apt --quiet \
 		--aptopt="$noexpire" \
 		--include="$(echo $LP_ROOT_PACKAGES | tr ' ' ,)" \
 		"$LP_SUITE" "$LP_ROOT.tmp" \
 		"deb $mirror $LP_SUITE main" "deb $mirror $LP_KERNEL_SUITE main"; then
-		rm -rf "$LP_ROOT.tmp"
+		rm -rf --one-file-system "$LP_ROOT.tmp"
 		lp_die "mmdebstrap failed: is $mirror reachable, and does it serve $LP_SUITE?"
 	fi
 	mv "$LP_ROOT.tmp" "$LP_ROOT"
