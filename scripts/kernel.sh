@@ -15,6 +15,14 @@ kind=${1:-debug}
 if [ -z "${LP_CACHE_IN:-}" ]; then
 	# Host side: decide whether there is anything to do.
 	lp_need_root "$@"
+	# One builder per kernel kind: a second make check waits, then finds
+	# the kernel up to date. The lock is inherited by the build below.
+	mkdir -p "$LP_WORK"
+	exec 9>"$LP_WORK/kernel-$kind.lock"
+	if ! flock -n 9; then
+		lp_say "kernel ($kind): another build holds $LP_WORK/kernel-$kind.lock, waiting"
+		flock 9
+	fi
 	khash=$(lp_kernel_hash "$kind")
 	kdir=$(lp_kdir_host "$kind")
 	if [ -f "$kdir/.lp-stamp" ] && [ "$(cat "$kdir/.lp-stamp")" = "$khash" ] &&

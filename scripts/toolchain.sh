@@ -23,6 +23,13 @@ verify() {
 		lp_die "toolchain root $LP_ROOT lacks: ${missing[*]} (remove it with 'make distclean' and retry)"
 }
 
+mkdir -p "$LP_CACHE"
+exec 9>"$LP_CACHE/root.lock"
+if ! flock -n 9; then
+	lp_say "another run is making the toolchain root ($LP_CACHE/root.lock), waiting"
+	flock 9
+fi
+
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 	verify
 	lp_say "toolchain root ok: $LP_ROOT"
