@@ -14,7 +14,7 @@ tools/testing/kunit/kunit_parser.py from KSRC. The run fails on:
   - missing KTAP, a missing plan, fewer results than the plan, a failed
     or crashed test.
 
-Writes "PASSED FAILED" to COUNTS_FILE and prints "N passed, N failed".
+Writes "PASSED FAILED SKIPPED" to COUNTS_FILE and prints "N passed, N failed".
 """
 import os
 import re
@@ -99,7 +99,7 @@ def main():
     failed += len(problems)
     skipped = f', {counts.skipped} skipped' if counts.skipped else ''
     with open(counts_file, 'w') as f:
-        f.write(f'{passed} {failed}\n')
+        f.write(f'{passed} {failed} {counts.skipped}\n')
     print(f'guest: {passed} passed, {failed} failed{skipped}')
     return 1 if failed or not passed else 0
 

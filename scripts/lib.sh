@@ -11,8 +11,7 @@ LP_ROOT=$LP_CACHE/root          # the trixie toolchain root
 LP_WORK=$LP_CACHE/work          # kernel sources and builds; /lp/cache in the root
 LP_OUT=$LP_REPO/build           # project outputs; /lp/src/build in the root
 
-# Where the repo and the work dir appear inside the root.
-LP_IN_SRC=/lp/src
+# Where the work dir appears inside the root (the repo is /lp/src).
 LP_IN_WORK=/lp/cache
 
 lp_say() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
