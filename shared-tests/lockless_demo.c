@@ -34,6 +34,7 @@ static const char * const op_names[LP_OP_COUNT] = {
 	[LP_OP_LOOKUP_PUT] = "LOOKUP_PUT",
 	[LP_OP_TRYGET_PUT] = "TRYGET_PUT",
 	[LP_OP_ATOMIC_FLOOR] = "ATOMIC_FLOOR",
+	[LP_OP_NEW_PUT] = "NEW_PUT",
 };
 
 struct answer {

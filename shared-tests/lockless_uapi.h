@@ -6,14 +6,33 @@
  * lockless_c.ko includes this header; lockless_rust.ko runs bindgen on it
  * at build time, so neither side keeps a copy that could drift.
  *
- * Every ioctl takes a pointer to a fixed-size struct. Fields named
- * "reserved" must be zero on input (-EINVAL otherwise) so that they can
- * gain a meaning later without breaking old callers.
+ * Every ioctl takes a pointer to a fixed-size struct of __u32/__u64 fields
+ * without implicit padding. Fields named "reserved" must be zero on input
+ * (-EINVAL otherwise) so that they can gain a meaning later without
+ * breaking old callers. Output fields are ignored on input.
+ *
+ * Each open file is an arena: its own gadgets, handles, registry and
+ * read-modify-write variable. Gadgets form a tree: each holds a strong
+ * reference to its parent. A handle (a small non-zero __u32) is one strong
+ * reference owned by the file: PUT consumes it, NEW/GET/LOOKUP/TRYGET
+ * create one, close() puts every handle still held, so userspace can never
+ * drive a refcount below what it owns. Gadget ids are non-zero, unique in
+ * the arena and never reused.
  *
  * Errors, identical in both modules:
- *   -ENOTTY   unknown ioctl command
- *   -EFAULT   bad user pointer
- *   -EINVAL   non-zero reserved field, unknown flavor or op
+ *   -ENOTTY      unknown ioctl command
+ *   -EFAULT      bad user pointer
+ *   -EINVAL      non-zero reserved field, unknown flavor or op, RMW value
+ *                above LP_RMW_VALUE_MAX
+ *   -EBADF       invalid or already-consumed handle
+ *   -ENOENT      gadget gone (LOOKUP, TRYGET)
+ *   -EOPNOTSUPP  op not supported by the arena's flavor (LOOKUP, LOOKUP_PUT
+ *                in a flavor without a child list)
+ *   -EBUSY       CONFIGURE after the arena's first NEW
+ *   -E2BIG       RUN iterations above LP_RUN_MAX_ITERATIONS
+ *   -ENOSPC      the arena already holds LP_MAX_HANDLES handles
+ *   -ENOMEM      allocation failure
+ *   -EINTR       RUN stopped early by a fatal signal
  */
 #ifndef _UAPI_LOCKLESS_PARITY_H
 #define _UAPI_LOCKLESS_PARITY_H
@@ -28,7 +47,21 @@
 #define LP_DEV_C		"/dev/lockless_c"
 #define LP_DEV_RUST		"/dev/lockless_rust"
 
-/* Gadget reference-counting flavors; bit (1 << flavor) in lp_identify. */
+/* "No handle": the parent of a root gadget in LP_IOC_NEW. */
+#define LP_HANDLE_NONE		0
+/* Most handles one arena holds at a time (-ENOSPC beyond). */
+#define LP_MAX_HANDLES		4096
+/* Most iterations of one LP_IOC_RUN (-E2BIG beyond). */
+#define LP_RUN_MAX_ITERATIONS	10000000ULL
+/* LOOKUP_PUT/TRYGET_PUT value: the arena's newest id, re-read each time. */
+#define LP_ID_NEWEST		0
+/* Largest value LP_IOC_RMW and LP_IOC_RUN accept for an op (-EINVAL beyond). */
+#define LP_RMW_VALUE_MAX	0x7fffffffULL
+
+/*
+ * Gadget reference-counting flavors; bit (1 << flavor) in lp_identify.
+ * A new arena has flavor LP_FLAVOR_LOCKED until LP_IOC_CONFIGURE.
+ */
 enum lp_flavor {
 	LP_FLAVOR_LOCKED	= 0,	/* article v1: mutex around refcnt */
 	LP_FLAVOR_LOCKLESS	= 1,	/* article v2: atomic_inc / fetch_dec */
@@ -39,7 +72,22 @@ enum lp_flavor {
 	LP_FLAVOR_COUNT
 };
 
-/* Read-modify-write and RUN loop ops; bit (1 << op) in lp_identify. */
+/*
+ * Read-modify-write and RUN loop ops; bit (1 << op) in lp_identify.
+ *
+ * The arena variable is kept in the type each pattern uses: an atomic_t
+ * (the article's listings: MAX_CMPXCHG, INC_NOT_ZERO_*, FETCH_INC_CMPXCHG,
+ * READ), jbd2's lockless unsigned long t_max_wait (MAX_JBD2) and the
+ * pre-patch t_max_wait under its spinlock (MAX_LOCKED). SET stores the
+ * value into all three; a MAX op with value 0 reads its own copy.
+ * Values are 0..LP_RMW_VALUE_MAX.
+ *
+ * GET_PUT, LOOKUP_PUT, TRYGET_PUT, ATOMIC_FLOOR and NEW_PUT are RUN-only
+ * ops (LP_IOC_RMW answers -EINVAL for them). NEW_PUT creates a child of
+ * the RUN handle's gadget and puts it at once: a stream of short-lived
+ * children whose final puts race other threads' LOOKUP_PUT/TRYGET_PUT
+ * loops (which, given LP_ID_NEWEST, chase the newest gadget).
+ */
 enum lp_op {
 	LP_OP_MAX_CMPXCHG		= 0,
 	LP_OP_MAX_JBD2			= 1,
@@ -53,17 +101,20 @@ enum lp_op {
 	LP_OP_LOOKUP_PUT		= 9,
 	LP_OP_TRYGET_PUT		= 10,
 	LP_OP_ATOMIC_FLOOR		= 11,
+	LP_OP_NEW_PUT			= 12,
 	LP_OP_COUNT
 };
 
 /**
- * struct lp_identify - who answers on this device
+ * struct lp_identify - who answers on this device (LP_IOC_IDENTIFY)
  * @name: module name, NUL-terminated ("lockless_c" or "lockless_rust")
  * @abi_version: LP_ABI_VERSION the module was built against
  * @flavors: bitmask of implemented enum lp_flavor values
  * @ops: bitmask of implemented enum lp_op values
  * @live_gadgets: gadgets alive in the whole module, all files together
  * @reserved: must be zero
+ *
+ * Errors: -EFAULT, -EINVAL.
  */
 struct lp_identify {
 	char name[LP_NAME_LEN];
@@ -74,6 +125,209 @@ struct lp_identify {
 	__u64 reserved[4];
 };
 
+/**
+ * struct lp_configure - pick the arena's flavor (LP_IOC_CONFIGURE)
+ * @flavor: in: an enum lp_flavor value
+ * @reserved: must be zero
+ *
+ * May be repeated until the arena's first LP_IOC_NEW.
+ * Errors: -EFAULT, -EINVAL (reserved, unknown flavor), -EOPNOTSUPP (flavor
+ * not implemented by this module), -EBUSY (a gadget was already created).
+ */
+struct lp_configure {
+	__u32 flavor;
+	__u32 reserved[3];
+};
+
+/**
+ * struct lp_new - create a gadget (LP_IOC_NEW)
+ * @parent: in: handle of the parent, or LP_HANDLE_NONE for a root
+ * @handle: out: handle of the new gadget (its one reference)
+ * @id: out: the new gadget's id
+ * @reserved: must be zero
+ *
+ * The new gadget holds a strong reference to its parent and, in flavors
+ * with a child list, sits on the parent's list as a weak reference.
+ * Errors: -EFAULT, -EINVAL, -EBADF (parent), -ENOSPC, -ENOMEM.
+ */
+struct lp_new {
+	__u32 parent;
+	__u32 handle;
+	__u64 id;
+	__u64 reserved[2];
+};
+
+/**
+ * struct lp_get - take one more reference from a handle (LP_IOC_GET)
+ * @handle: in: a handle held by this file
+ * @new_handle: out: a new handle to the same gadget
+ * @reserved: must be zero
+ *
+ * Errors: -EFAULT, -EINVAL, -EBADF, -ENOSPC, -ENOMEM.
+ */
+struct lp_get {
+	__u32 handle;
+	__u32 new_handle;
+	__u64 reserved[3];
+};
+
+/**
+ * struct lp_put - drop a handle's reference (LP_IOC_PUT)
+ * @handle: in: a handle held by this file; consumed
+ * @released: out: gadgets this put released (0, or the length of the
+ *            cascade: the gadget, its parent, ...)
+ * @reserved: must be zero
+ *
+ * Errors: -EFAULT, -EINVAL, -EBADF.
+ */
+struct lp_put {
+	__u32 handle;
+	__u32 released;
+	__u64 reserved[3];
+};
+
+/**
+ * struct lp_lookup - upgrade a child's weak reference (LP_IOC_LOOKUP)
+ * @parent: in: handle of the parent whose child list is searched
+ * @handle: out: new handle to the child
+ * @id: in: id of the child
+ * @reserved: must be zero
+ *
+ * Errors: -EFAULT, -EINVAL, -EBADF (parent), -ENOENT (no such live child),
+ * -EOPNOTSUPP (LOCKED and LOCKLESS keep no child list), -ENOSPC, -ENOMEM.
+ */
+struct lp_lookup {
+	__u32 parent;
+	__u32 handle;
+	__u64 id;
+	__u64 reserved[2];
+};
+
+/**
+ * struct lp_tryget - get a gadget by id unless it is dying (LP_IOC_TRYGET)
+ * @id: in: gadget id
+ * @handle: out: new handle to the gadget
+ * @reserved: must be zero
+ *
+ * Errors: -EFAULT, -EINVAL, -ENOENT (no such gadget, or its count already
+ * reached zero), -ENOSPC, -ENOMEM.
+ */
+struct lp_tryget {
+	__u64 id;
+	__u32 handle;
+	__u32 reserved[5];
+};
+
+/**
+ * struct lp_stat - one gadget seen through a handle (LP_IOC_STAT)
+ * @handle: in: a handle held by this file
+ * @refcount: out: the gadget's reference count (handles, children and
+ *            in-flight references together)
+ * @id: out: the gadget's id
+ * @parent_id: out: the parent's id, 0 for a root
+ * @children: out: live children (each holds a reference to this gadget)
+ * @reserved: must be zero
+ *
+ * Errors: -EFAULT, -EINVAL, -EBADF.
+ */
+struct lp_stat {
+	__u32 handle;
+	__u32 refcount;
+	__u64 id;
+	__u64 parent_id;
+	__u64 children;
+	__u64 reserved[2];
+};
+
+/**
+ * struct lp_arena_stat - the counters of this file's arena (LP_IOC_ARENA_STAT)
+ * @flavor: out: the arena's enum lp_flavor
+ * @handles: out: handles held by this file
+ * @live: out: gadgets alive in this arena
+ * @created: out: gadgets ever created in this arena
+ * @freed: out: gadgets ever freed in this arena
+ * @reserved: must be zero
+ *
+ * Errors: -EFAULT, -EINVAL.
+ */
+struct lp_arena_stat {
+	__u32 flavor;
+	__u32 handles;
+	__u64 live;
+	__u64 created;
+	__u64 freed;
+	__u64 reserved[2];
+};
+
+/**
+ * struct lp_rmw - one read-modify-write on the arena variable (LP_IOC_RMW)
+ * @value: in: the operand (ignored by READ and FETCH_INC/INC_NOT_ZERO)
+ * @old: out: the value before the op
+ * @new: out: the value after the op
+ * @failed: out: failed cmpxchg attempts (retries) of this op
+ * @op: in: an enum lp_op value from MAX_CMPXCHG to READ
+ * @reserved: must be zero
+ *
+ * Errors: -EFAULT, -EINVAL (reserved, unknown or RUN-only op, value above
+ * LP_RMW_VALUE_MAX), -EOPNOTSUPP (op not implemented by this module).
+ */
+struct lp_rmw {
+	__u64 value;
+	__u64 old;
+	__u64 new;
+	__u64 failed;
+	__u32 op;
+	__u32 reserved[3];
+};
+
+/**
+ * struct lp_run - run a loop of one op inside the kernel (LP_IOC_RUN)
+ * @op: in: an enum lp_op value
+ * @handle: in: GET_PUT: the gadget; LOOKUP_PUT, NEW_PUT: the parent;
+ *          else ignored
+ * @iterations: in: how many ops, at most LP_RUN_MAX_ITERATIONS
+ * @value: in: RMW ops: the operand of the first iteration, iteration i
+ *         uses value + i (capped at LP_RMW_VALUE_MAX) so that MAX ops keep
+ *         storing; LOOKUP_PUT: the child id; TRYGET_PUT: the gadget id
+ *         (both: LP_ID_NEWEST for the newest); else ignored
+ * @elapsed_ns: out: time the loop took
+ * @completed: out: ops completed (a LOOKUP_PUT/TRYGET_PUT that found the
+ *             gadget gone completes as a failed lookup, not counted)
+ * @failed: out: failed cmpxchg attempts summed over the loop; NEW_PUT:
+ *          children whose final put was not this loop's (another
+ *          thread's upgrade still held them)
+ * @delta: out: RMW ops: the sum over the loop of (new - old) as each op
+ *         reported it. Each store replaces exactly the value it reports as
+ *         old, so over all threads the deltas add up to the variable's
+ *         final minus initial value; a lost update shows as a surplus.
+ * @reserved: must be zero
+ *
+ * The loop runs in the caller's context, calls cond_resched() and stops
+ * early with -EINTR on a fatal signal.
+ * Errors: -EFAULT, -EINVAL, -EBADF, -EOPNOTSUPP, -E2BIG, -EINTR, -ENOMEM.
+ */
+struct lp_run {
+	__u32 op;
+	__u32 handle;
+	__u64 iterations;
+	__u64 value;
+	__u64 elapsed_ns;
+	__u64 completed;
+	__u64 failed;
+	__u64 delta;
+	__u32 reserved[2];
+};
+
 #define LP_IOC_IDENTIFY		_IOWR(LP_IOC_MAGIC, 0x00, struct lp_identify)
+#define LP_IOC_CONFIGURE	_IOWR(LP_IOC_MAGIC, 0x01, struct lp_configure)
+#define LP_IOC_NEW		_IOWR(LP_IOC_MAGIC, 0x02, struct lp_new)
+#define LP_IOC_GET		_IOWR(LP_IOC_MAGIC, 0x03, struct lp_get)
+#define LP_IOC_PUT		_IOWR(LP_IOC_MAGIC, 0x04, struct lp_put)
+#define LP_IOC_LOOKUP		_IOWR(LP_IOC_MAGIC, 0x05, struct lp_lookup)
+#define LP_IOC_TRYGET		_IOWR(LP_IOC_MAGIC, 0x06, struct lp_tryget)
+#define LP_IOC_STAT		_IOWR(LP_IOC_MAGIC, 0x07, struct lp_stat)
+#define LP_IOC_ARENA_STAT	_IOWR(LP_IOC_MAGIC, 0x08, struct lp_arena_stat)
+#define LP_IOC_RMW		_IOWR(LP_IOC_MAGIC, 0x09, struct lp_rmw)
+#define LP_IOC_RUN		_IOWR(LP_IOC_MAGIC, 0x0a, struct lp_run)
 
 #endif /* _UAPI_LOCKLESS_PARITY_H */
