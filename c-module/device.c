@@ -1,20 +1,104 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * device.c - /dev/lockless_c: the misc device and its ioctl dispatch.
+ * device.c - /dev/lockless_c: the misc device, its arenas and handles, and
+ * the ioctl dispatch.
  *
  * lockless_c.ko is the C reference implementation of the contract in
  * shared-tests/lockless_uapi.h; rust-module/device.rs is its mirror.
+ *
+ * Each open file is an arena (struct lp_arena). A handle is an index in
+ * the arena's handle table holding one strong reference: PUT consumes it,
+ * GET/LOOKUP/TRYGET/NEW create one, and release() puts whatever is left.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/err.h>
 #include <linux/fs.h>
+#include <linux/ktime.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
+#include <linux/sched.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+#include <linux/stddef.h>
 #include <linux/string.h>
 #include <linux/uaccess.h>
 
-#include "lockless_uapi.h"
+#include "lockless_c.h"
+
+#define LP_ALL_FLAVORS	((1u << LP_FLAVOR_COUNT) - 1)
+#define LP_ALL_OPS	((1ull << LP_OP_COUNT) - 1)
+
+static int lp_copy_in_checked(void *dst, const void __user *argp, size_t size,
+			      size_t reserved_off, size_t reserved_len)
+{
+	if (copy_from_user(dst, argp, size))
+		return -EFAULT;
+	if (memchr_inv(dst + reserved_off, 0, reserved_len))
+		return -EINVAL;
+	return 0;
+}
+
+/* Copy in an ioctl struct and check that its reserved area is zero. */
+#define lp_copy_in(obj, argp)						\
+	lp_copy_in_checked(&(obj), argp, sizeof(obj),			\
+			   offsetof(typeof(obj), reserved),		\
+			   sizeof_field(typeof(obj), reserved))
+
+static long lp_copy_out(void __user *argp, const void *src, size_t size)
+{
+	return copy_to_user(argp, src, size) ? -EFAULT : 0;
+}
+
+/*
+ * Resolve @handle and take a reference to its gadget for the caller; the
+ * handle lock keeps the handle's own reference in place meanwhile.
+ */
+static int lp_handle_get(struct lp_arena *arena, u32 handle,
+			 struct lp_gadget **g)
+{
+	struct lp_gadget *found;
+
+	mutex_lock(&arena->handles_lock);
+	found = xa_load(&arena->handles, handle);
+	if (found)
+		lp_gadget_get(found);
+	mutex_unlock(&arena->handles_lock);
+	if (!found)
+		return -EBADF;
+	*g = found;
+	return 0;
+}
+
+/* Give the caller's reference to @g to a new handle, or put it back. */
+static int lp_handle_new(struct lp_arena *arena, struct lp_gadget *g,
+			 u32 *handle)
+{
+	int err;
+
+	err = xa_alloc(&arena->handles, handle, g,
+		       XA_LIMIT(1, LP_MAX_HANDLES), GFP_KERNEL);
+	if (err) {
+		lp_gadget_put(g);
+		return err == -EBUSY ? -ENOSPC : err;
+	}
+	atomic_inc(&arena->nr_handles);
+	return 0;
+}
+
+/* Take a handle out of the table; the caller owns its reference. */
+static struct lp_gadget *lp_handle_take(struct lp_arena *arena, u32 handle)
+{
+	struct lp_gadget *g;
+
+	mutex_lock(&arena->handles_lock);
+	g = xa_erase(&arena->handles, handle);
+	mutex_unlock(&arena->handles_lock);
+	if (g)
+		atomic_dec(&arena->nr_handles);
+	return g;
+}
 
 /**
  * lp_identify() - answer LP_IOC_IDENTIFY
@@ -25,38 +109,390 @@
 static long lp_identify(void __user *argp)
 {
 	struct lp_identify id;
+	int err;
 
-	if (copy_from_user(&id, argp, sizeof(id)))
-		return -EFAULT;
-	if (memchr_inv(id.reserved, 0, sizeof(id.reserved)))
-		return -EINVAL;
+	err = lp_copy_in(id, argp);
+	if (err)
+		return err;
 
 	memset(&id, 0, sizeof(id));
 	strscpy(id.name, KBUILD_MODNAME, sizeof(id.name));
 	id.abi_version = LP_ABI_VERSION;
-	id.flavors = 0;
-	id.ops = 0;
-	id.live_gadgets = 0;
+	id.flavors = LP_ALL_FLAVORS;
+	id.ops = LP_ALL_OPS;
+	id.live_gadgets = atomic64_read(&lp_live_gadgets);
+	return lp_copy_out(argp, &id, sizeof(id));
+}
 
-	if (copy_to_user(argp, &id, sizeof(id)))
-		return -EFAULT;
-	return 0;
+static long lp_configure(struct lp_arena *arena, void __user *argp)
+{
+	struct lp_configure c;
+	int err;
+
+	err = lp_copy_in(c, argp);
+	if (err)
+		return err;
+	if (c.flavor >= LP_FLAVOR_COUNT)
+		return -EINVAL;
+
+	mutex_lock(&arena->lock);
+	if (arena->configured)
+		err = -EBUSY;
+	else
+		WRITE_ONCE(arena->flavor, c.flavor);
+	mutex_unlock(&arena->lock);
+	return err;
+}
+
+static long lp_new(struct lp_arena *arena, void __user *argp)
+{
+	struct lp_gadget *parent = NULL, *g;
+	struct lp_new n;
+	int err;
+
+	err = lp_copy_in(n, argp);
+	if (err)
+		return err;
+	if (n.parent != LP_HANDLE_NONE) {
+		err = lp_handle_get(arena, n.parent, &parent);
+		if (err)
+			return err;
+	}
+
+	/* The flavor is fixed from the first NEW on. */
+	mutex_lock(&arena->lock);
+	arena->configured = true;
+	mutex_unlock(&arena->lock);
+
+	g = lp_gadget_new(arena, parent);
+	if (parent)
+		lp_gadget_put(parent);
+	if (IS_ERR(g))
+		return PTR_ERR(g);
+
+	n.id = g->id;
+	err = lp_handle_new(arena, g, &n.handle);
+	if (err)
+		return err;
+	return lp_copy_out(argp, &n, sizeof(n));
+}
+
+static long lp_get(struct lp_arena *arena, void __user *argp)
+{
+	struct lp_gadget *g;
+	struct lp_get a;
+	int err;
+
+	err = lp_copy_in(a, argp);
+	if (err)
+		return err;
+	err = lp_handle_get(arena, a.handle, &g);
+	if (err)
+		return err;
+	err = lp_handle_new(arena, g, &a.new_handle);
+	if (err)
+		return err;
+	return lp_copy_out(argp, &a, sizeof(a));
+}
+
+static long lp_put(struct lp_arena *arena, void __user *argp)
+{
+	struct lp_gadget *g;
+	struct lp_put a;
+	int err;
+
+	err = lp_copy_in(a, argp);
+	if (err)
+		return err;
+	g = lp_handle_take(arena, a.handle);
+	if (!g)
+		return -EBADF;
+	a.released = lp_gadget_put(g);
+	return lp_copy_out(argp, &a, sizeof(a));
+}
+
+static long lp_lookup(struct lp_arena *arena, void __user *argp)
+{
+	struct lp_gadget *parent, *child;
+	struct lp_lookup a;
+	int err;
+
+	err = lp_copy_in(a, argp);
+	if (err)
+		return err;
+	err = lp_handle_get(arena, a.parent, &parent);
+	if (err)
+		return err;
+	err = lp_gadget_lookup(parent, a.id, &child);
+	lp_gadget_put(parent);
+	if (err)
+		return err;
+	err = lp_handle_new(arena, child, &a.handle);
+	if (err)
+		return err;
+	return lp_copy_out(argp, &a, sizeof(a));
+}
+
+static long lp_tryget(struct lp_arena *arena, void __user *argp)
+{
+	struct lp_tryget a;
+	struct lp_gadget *g;
+	int err;
+
+	err = lp_copy_in(a, argp);
+	if (err)
+		return err;
+	err = lp_gadget_tryget(arena, a.id, &g);
+	if (err)
+		return err;
+	err = lp_handle_new(arena, g, &a.handle);
+	if (err)
+		return err;
+	return lp_copy_out(argp, &a, sizeof(a));
+}
+
+static long lp_stat(struct lp_arena *arena, void __user *argp)
+{
+	struct lp_gadget *g;
+	struct lp_stat s;
+	int err;
+
+	err = lp_copy_in(s, argp);
+	if (err)
+		return err;
+
+	mutex_lock(&arena->handles_lock);
+	g = xa_load(&arena->handles, s.handle);
+	if (g) {
+		s.refcount = lp_gadget_refcount(g);
+		s.id = g->id;
+		s.parent_id = g->parent ? g->parent->id : 0;
+		s.children = atomic_read(&g->nr_children);
+	}
+	mutex_unlock(&arena->handles_lock);
+	if (!g)
+		return -EBADF;
+	return lp_copy_out(argp, &s, sizeof(s));
+}
+
+static long lp_arena_stat(struct lp_arena *arena, void __user *argp)
+{
+	struct lp_arena_stat s;
+	int err;
+
+	err = lp_copy_in(s, argp);
+	if (err)
+		return err;
+	s.flavor = READ_ONCE(arena->flavor);
+	s.handles = atomic_read(&arena->nr_handles);
+	s.freed = atomic64_read(&arena->freed);
+	s.created = atomic64_read(&arena->created);
+	s.live = s.created - s.freed;
+	return lp_copy_out(argp, &s, sizeof(s));
+}
+
+static long lp_rmw_ioctl(struct lp_arena *arena, void __user *argp)
+{
+	struct lp_rmw r;
+	int err;
+
+	err = lp_copy_in(r, argp);
+	if (err)
+		return err;
+	if (!lp_op_is_rmw(r.op) || r.value > LP_RMW_VALUE_MAX)
+		return -EINVAL;
+	err = lp_rmw(arena, r.op, r.value, &r);
+	if (err)
+		return err;
+	return lp_copy_out(argp, &r, sizeof(r));
+}
+
+static u64 lp_run_id(struct lp_arena *arena, const struct lp_run *r)
+{
+	if (r->value == LP_ID_NEWEST)
+		return atomic64_read(&arena->next_id);
+	return r->value;
+}
+
+/* One iteration of a RUN loop. Return: 1 completed, 0 not, or -errno. */
+static int lp_run_one(struct lp_arena *arena, struct lp_run *r,
+		      struct lp_gadget *g, u64 i)
+{
+	struct lp_gadget *other;
+	struct lp_rmw out;
+	int err;
+
+	switch (r->op) {
+	case LP_OP_GET_PUT:
+		lp_gadget_get(g);
+		lp_gadget_put(g);
+		return 1;
+	case LP_OP_LOOKUP_PUT:
+		err = lp_gadget_lookup(g, lp_run_id(arena, r), &other);
+		break;
+	case LP_OP_TRYGET_PUT:
+		err = lp_gadget_tryget(arena, lp_run_id(arena, r), &other);
+		break;
+	case LP_OP_NEW_PUT:
+		other = lp_gadget_new(arena, g);
+		if (IS_ERR(other))
+			return PTR_ERR(other);
+		if (!lp_gadget_put(other))
+			r->failed++;
+		return 1;
+	case LP_OP_ATOMIC_FLOOR:
+		atomic_inc(&arena->floor);
+		return 1;
+	default:
+		lp_rmw(arena, r->op, min_t(u64, r->value + i, LP_RMW_VALUE_MAX),
+		       &out);
+		r->failed += out.failed;
+		r->delta += out.new - out.old;
+		return 1;
+	}
+	if (err == -ENOENT)
+		return 0;
+	if (err)
+		return err;
+	lp_gadget_put(other);
+	return 1;
+}
+
+/**
+ * lp_run() - answer LP_IOC_RUN: a loop of one op in the caller's context
+ * @arena: the arena
+ * @argp: user pointer to a struct lp_run
+ *
+ * GET_PUT, LOOKUP_PUT and NEW_PUT hold their own reference to the handle's
+ * gadget for the whole loop, so a concurrent PUT of the handle cannot free
+ * it.
+ *
+ * Return: 0 or -errno (see struct lp_run).
+ */
+static long lp_run(struct lp_arena *arena, void __user *argp)
+{
+	struct lp_gadget *g = NULL;
+	u64 i, start, completed = 0;
+	struct lp_run r;
+	int err;
+
+	err = lp_copy_in(r, argp);
+	if (err)
+		return err;
+	if (r.op >= LP_OP_COUNT || r.value > LP_RMW_VALUE_MAX)
+		return -EINVAL;
+	if (r.iterations > LP_RUN_MAX_ITERATIONS)
+		return -E2BIG;
+	if (r.op == LP_OP_GET_PUT || r.op == LP_OP_LOOKUP_PUT ||
+	    r.op == LP_OP_NEW_PUT) {
+		err = lp_handle_get(arena, r.handle, &g);
+		if (err)
+			return err;
+	}
+	if (r.op == LP_OP_LOOKUP_PUT &&
+	    (READ_ONCE(arena->flavor) == LP_FLAVOR_LOCKED ||
+	     READ_ONCE(arena->flavor) == LP_FLAVOR_LOCKLESS)) {
+		err = -EOPNOTSUPP;
+		goto out;
+	}
+
+	r.failed = 0;
+	r.delta = 0;
+	start = ktime_get_ns();
+	for (i = 0; i < r.iterations; i++) {
+		err = lp_run_one(arena, &r, g, i);
+		if (err < 0)
+			goto out;
+		completed += err;
+		if (fatal_signal_pending(current)) {
+			err = -EINTR;
+			goto out;
+		}
+		cond_resched();
+	}
+	r.elapsed_ns = ktime_get_ns() - start;
+	r.completed = completed;
+	err = lp_copy_out(argp, &r, sizeof(r));
+out:
+	if (g)
+		lp_gadget_put(g);
+	return err;
 }
 
 static long lp_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
+	struct lp_arena *arena = file->private_data;
 	void __user *argp = (void __user *)arg;
 
 	switch (cmd) {
 	case LP_IOC_IDENTIFY:
 		return lp_identify(argp);
+	case LP_IOC_CONFIGURE:
+		return lp_configure(arena, argp);
+	case LP_IOC_NEW:
+		return lp_new(arena, argp);
+	case LP_IOC_GET:
+		return lp_get(arena, argp);
+	case LP_IOC_PUT:
+		return lp_put(arena, argp);
+	case LP_IOC_LOOKUP:
+		return lp_lookup(arena, argp);
+	case LP_IOC_TRYGET:
+		return lp_tryget(arena, argp);
+	case LP_IOC_STAT:
+		return lp_stat(arena, argp);
+	case LP_IOC_ARENA_STAT:
+		return lp_arena_stat(arena, argp);
+	case LP_IOC_RMW:
+		return lp_rmw_ioctl(arena, argp);
+	case LP_IOC_RUN:
+		return lp_run(arena, argp);
 	default:
 		return -ENOTTY;
 	}
 }
 
+static int lp_open(struct inode *inode, struct file *file)
+{
+	struct lp_arena *arena;
+
+	arena = kzalloc_obj(*arena, GFP_KERNEL);
+	if (!arena)
+		return -ENOMEM;
+	arena->flavor = LP_FLAVOR_LOCKED;
+	mutex_init(&arena->lock);
+	lp_kids_init(&arena->roots);
+	xa_init(&arena->registry);
+	mutex_init(&arena->reg_lock);
+	xa_init_flags(&arena->handles, XA_FLAGS_ALLOC1);
+	mutex_init(&arena->handles_lock);
+	spin_lock_init(&arena->max_lock);
+	file->private_data = arena;
+	return 0;
+}
+
+/* close(): put every handle still held; that frees every gadget. */
+static int lp_release(struct inode *inode, struct file *file)
+{
+	struct lp_arena *arena = file->private_data;
+	struct lp_gadget *g;
+	unsigned long h;
+
+	xa_for_each(&arena->handles, h, g) {
+		xa_erase(&arena->handles, h);
+		lp_gadget_put(g);
+	}
+	xa_destroy(&arena->handles);
+	WARN_ON(!xa_empty(&arena->registry));
+	xa_destroy(&arena->registry);
+	kfree(arena);
+	return 0;
+}
+
 static const struct file_operations lp_fops = {
 	.owner		= THIS_MODULE,
+	.open		= lp_open,
+	.release	= lp_release,
 	.unlocked_ioctl	= lp_ioctl,
 	.compat_ioctl	= compat_ptr_ioctl,
 };

@@ -1,0 +1,509 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * gadget.c - the gadget reference-counting patterns of "Lockless patterns:
+ * more read-modify-write operations" (LWN, 2021), one per flavor.
+ *
+ * Gadgets form a tree: each holds a strong reference to its parent. In the
+ * flavors with a child list, a parent (or the arena, for roots) keeps weak
+ * references to its children, and a child's count may only go from 1 to 0
+ * under the lock of that list. The registry (id -> gadget) is a second,
+ * kvm_debugfs_open()-style weak reference that is upgraded with
+ * get-unless-zero under its own lock.
+ *
+ * Release never recurses: lp_gadget_put() drops the parent's reference in
+ * a loop, so a chain of any depth is freed in constant stack.
+ */
+
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/bug.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+
+#include "lockless_c.h"
+
+atomic64_t lp_live_gadgets = ATOMIC64_INIT(0);
+
+/**
+ * lp_kids_init() - initialise a weak child list and all of its locks
+ * @kids: the list
+ *
+ * Every flavor uses one of the three locks; initialising all keeps one
+ * lockdep class per lock type for the whole module.
+ */
+void lp_kids_init(struct lp_kids *kids)
+{
+	INIT_LIST_HEAD(&kids->head);
+	mutex_init(&kids->mutex);
+	spin_lock_init(&kids->lock);
+	init_rwsem(&kids->rwsem);
+}
+
+static u32 lp_flavor_of(const struct lp_gadget *g)
+{
+	return READ_ONCE(g->arena->flavor);
+}
+
+static bool lp_flavor_has_kids(u32 flavor)
+{
+	return flavor != LP_FLAVOR_LOCKED && flavor != LP_FLAVOR_LOCKLESS;
+}
+
+/* The list @g sits on: its parent's children, or the arena's roots. */
+static struct lp_kids *lp_owner(const struct lp_gadget *g)
+{
+	return g->parent ? &g->parent->kids : &g->arena->roots;
+}
+
+static void lp_kids_lock(struct lp_kids *kids, u32 flavor)
+{
+	switch (flavor) {
+	case LP_FLAVOR_KREF_LOCK:
+		spin_lock(&kids->lock);
+		break;
+	case LP_FLAVOR_KREF_RWSEM:
+		down_write(&kids->rwsem);
+		break;
+	default:
+		mutex_lock(&kids->mutex);
+		break;
+	}
+}
+
+static void lp_kids_unlock(struct lp_kids *kids, u32 flavor)
+{
+	switch (flavor) {
+	case LP_FLAVOR_KREF_LOCK:
+		spin_unlock(&kids->lock);
+		break;
+	case LP_FLAVOR_KREF_RWSEM:
+		up_write(&kids->rwsem);
+		break;
+	default:
+		mutex_unlock(&kids->mutex);
+		break;
+	}
+}
+
+/**
+ * lp_gadget_new() - create a gadget holding one reference, for a handle
+ * @arena: the arena, whose flavor is fixed by now
+ * @parent: the parent (the caller holds a reference to it), or NULL
+ *
+ * Takes a reference to @parent for the new gadget, links it on its
+ * owner's list under the owner's lock (flavors with a child list), and
+ * registers it for TRYGET last, once it is complete.
+ *
+ * Return: the gadget, or an ERR_PTR() (-ENOMEM).
+ */
+struct lp_gadget *lp_gadget_new(struct lp_arena *arena,
+				struct lp_gadget *parent)
+{
+	u32 flavor = READ_ONCE(arena->flavor);
+	struct lp_kids *owner;
+	struct lp_gadget *g;
+	int err;
+
+	g = kzalloc_obj(*g, GFP_KERNEL);
+	if (!g)
+		return ERR_PTR(-ENOMEM);
+
+	switch (flavor) {
+	case LP_FLAVOR_LOCKED:
+		g->count = 1;
+		break;
+	case LP_FLAVOR_LOCKLESS:
+	case LP_FLAVOR_WEAK_CMPXCHG:
+		atomic_set(&g->refcnt, 1);
+		break;
+	default:
+		kref_init(&g->kref);
+		break;
+	}
+	g->arena = arena;
+	g->id = atomic64_inc_return(&arena->next_id);
+	INIT_LIST_HEAD(&g->node);
+	lp_kids_init(&g->kids);
+	atomic_set(&g->nr_children, 0);
+
+	if (parent) {
+		lp_gadget_get(parent);
+		atomic_inc(&parent->nr_children);
+		g->parent = parent;
+	}
+	if (lp_flavor_has_kids(flavor)) {
+		owner = lp_owner(g);
+		lp_kids_lock(owner, flavor);
+		list_add_tail(&g->node, &owner->head);
+		lp_kids_unlock(owner, flavor);
+	}
+	atomic64_inc(&arena->created);
+	atomic64_inc(&lp_live_gadgets);
+
+	/*
+	 * Publish for TRYGET last, once @g is complete: the registry lock
+	 * orders these stores before any TRYGET that finds @g.
+	 */
+	mutex_lock(&arena->reg_lock);
+	err = xa_err(xa_store(&arena->registry, g->id, g, GFP_KERNEL));
+	mutex_unlock(&arena->reg_lock);
+	if (err) {
+		lp_gadget_put(g);
+		return ERR_PTR(err);
+	}
+	return g;
+}
+
+/**
+ * lp_gadget_get() - take one more reference; the caller already holds one
+ * @g: the gadget
+ *
+ * LOCKED: article v1, ``refcnt++`` under the arena mutex. Every other
+ * flavor: article v2, a bare atomic_inc()/kref_get() without acquire or
+ * release semantics: the caller's own reference keeps @g alive and was
+ * itself obtained with the ordering that mattered.
+ */
+void lp_gadget_get(struct lp_gadget *g)
+{
+	struct lp_arena *arena = g->arena;
+
+	switch (lp_flavor_of(g)) {
+	case LP_FLAVOR_LOCKED:
+		mutex_lock(&arena->lock);
+		g->count++;
+		mutex_unlock(&arena->lock);
+		break;
+	case LP_FLAVOR_LOCKLESS:
+	case LP_FLAVOR_WEAK_CMPXCHG:
+		atomic_inc(&g->refcnt);
+		break;
+	default:
+		kref_get(&g->kref);
+		break;
+	}
+}
+
+/**
+ * lp_put_locked() - article v1 put: ``refcnt--`` under the arena mutex
+ * @g: the gadget
+ *
+ * The mutex orders every decrement; the one that sees 1 -> 0 is the last.
+ *
+ * Return: true if this put dropped the last reference.
+ */
+static bool lp_put_locked(struct lp_gadget *g)
+{
+	struct lp_arena *arena = g->arena;
+	bool last;
+
+	mutex_lock(&arena->lock);
+	last = g->count-- == 1;
+	mutex_unlock(&arena->lock);
+	return last;
+}
+
+/**
+ * lp_put_lockless() - article v2 put: atomic_fetch_dec()
+ * @g: the gadget
+ *
+ * atomic_fetch_dec() is fully ordered (not _release): every earlier put
+ * happens before the one that sees 1, so the releaser may then read
+ * @g->parent and free @g with plain accesses.
+ *
+ * Return: true if this put dropped the last reference.
+ */
+static bool lp_put_lockless(struct lp_gadget *g)
+{
+	return atomic_fetch_dec(&g->refcnt) == 1;
+}
+
+/**
+ * lp_put_weak_cmpxchg() - article v3 put: the atomic_cmpxchg() loop
+ * @g: the gadget, on its owner's weak list
+ *
+ * Lock-free while the count is above one; the 1 -> 0 step is an
+ * atomic_cmpxchg() done under the owner's mutex, retried if a LOOKUP
+ * upgraded a weak reference before we got the mutex. The gadget leaves the
+ * list before the mutex is dropped, so a visitor holding the mutex never
+ * sees a count of zero. atomic_cmpxchg() is fully ordered on success.
+ * Every call does exactly one successful cmpxchg.
+ *
+ * Return: true if this put dropped the last reference (@g is unlinked).
+ */
+static bool lp_put_weak_cmpxchg(struct lp_gadget *g)
+{
+	struct lp_kids *owner = lp_owner(g);
+	int old;
+
+	for (;;) {
+		old = atomic_read(&g->refcnt);
+		if (old > 1) {
+			if (atomic_cmpxchg(&g->refcnt, old, old - 1) == old)
+				return false;
+		} else {
+			/* old was 1, fence off accesses to weak references! */
+			mutex_lock(&owner->mutex);
+			if (atomic_cmpxchg(&g->refcnt, 1, 0) == 1)
+				break;
+			/* Somebody upgraded a weak reference: try again. */
+			mutex_unlock(&owner->mutex);
+		}
+	}
+
+	list_del(&g->node);
+	mutex_unlock(&owner->mutex);
+	return true;
+}
+
+static void lp_release_mutex(struct kref *kref)
+	__releases(&lp_owner(container_of(kref, struct lp_gadget, kref))->mutex)
+{
+	struct lp_gadget *g = container_of(kref, struct lp_gadget, kref);
+	struct lp_kids *owner = lp_owner(g);
+
+	list_del(&g->node);
+	mutex_unlock(&owner->mutex);
+}
+
+static void lp_release_lock(struct kref *kref)
+	__releases(&lp_owner(container_of(kref, struct lp_gadget, kref))->lock)
+{
+	struct lp_gadget *g = container_of(kref, struct lp_gadget, kref);
+	struct lp_kids *owner = lp_owner(g);
+
+	list_del(&g->node);
+	spin_unlock(&owner->lock);
+}
+
+static void lp_release_rwsem(struct kref *kref)
+	__releases(&lp_owner(container_of(kref, struct lp_gadget, kref))->rwsem)
+{
+	struct lp_gadget *g = container_of(kref, struct lp_gadget, kref);
+	struct lp_kids *owner = lp_owner(g);
+
+	list_del(&g->node);
+	up_write(&owner->rwsem);
+}
+
+/**
+ * kref_put_rwsem() - kref_put_mutex() for a list fenced by an rw_semaphore
+ * @kref: the object
+ * @release: called with @sem held for write when the count reaches zero;
+ *	     it must unlink the object and up_write(@sem)
+ * @sem: the rw_semaphore protecting the weak references to the object
+ *
+ * The article's exercise. Lock-free while the count is above one
+ * (refcount_dec_not_one()); otherwise down_write() fences off readers of
+ * the list, which upgrade weak references under down_read(), and the
+ * 1 -> 0 step is refcount_dec_and_test() under it, exactly as
+ * refcount_dec_and_mutex_lock() does with a mutex. Provides release
+ * ordering before the decrement and acquire ordering before @release.
+ *
+ * Return: 1 if @release was called (and @sem released), 0 otherwise.
+ */
+static int kref_put_rwsem(struct kref *kref,
+			  void (*release)(struct kref *kref),
+			  struct rw_semaphore *sem)
+	__cond_acquires(true, sem)
+{
+	if (refcount_dec_not_one(&kref->refcount))
+		return 0;
+
+	down_write(sem);
+	if (!refcount_dec_and_test(&kref->refcount)) {
+		up_write(sem);
+		return 0;
+	}
+	release(kref);
+	return 1;
+}
+
+/*
+ * One put in the arena's flavor. Return: true if it dropped the last
+ * reference; @g is then off every weak list, but still registered.
+ */
+static bool lp_put_one(struct lp_gadget *g)
+{
+	struct lp_kids *owner = lp_owner(g);
+
+	switch (lp_flavor_of(g)) {
+	case LP_FLAVOR_LOCKED:
+		return lp_put_locked(g);
+	case LP_FLAVOR_LOCKLESS:
+		return lp_put_lockless(g);
+	case LP_FLAVOR_WEAK_CMPXCHG:
+		return lp_put_weak_cmpxchg(g);
+	case LP_FLAVOR_KREF_MUTEX:
+		return kref_put_mutex(&g->kref, lp_release_mutex, &owner->mutex);
+	case LP_FLAVOR_KREF_LOCK:
+		return kref_put_lock(&g->kref, lp_release_lock, &owner->lock);
+	default:
+		return kref_put_rwsem(&g->kref, lp_release_rwsem, &owner->rwsem);
+	}
+}
+
+/*
+ * Free a gadget whose count reached zero: unregister it (after the count
+ * reached zero, before the free, as kvm_destroy_vm() removes the debugfs
+ * files), then free it. The reference it held on its parent is the
+ * caller's to drop.
+ */
+static void lp_gadget_free(struct lp_gadget *g)
+{
+	struct lp_arena *arena = g->arena;
+
+	mutex_lock(&arena->reg_lock);
+	xa_erase(&arena->registry, g->id);
+	mutex_unlock(&arena->reg_lock);
+
+	WARN_ON_ONCE(atomic_read(&g->nr_children));
+	if (g->parent)
+		atomic_dec(&g->parent->nr_children);
+	atomic64_inc(&arena->freed);
+	atomic64_dec(&lp_live_gadgets);
+	kfree(g);
+}
+
+/**
+ * lp_gadget_put() - drop one reference, releasing what reaches zero
+ * @g: the gadget; the caller's reference is consumed
+ *
+ * Releasing a gadget drops its reference to the parent, which may cascade
+ * up the tree. The cascade is a loop, not a recursion: constant stack for
+ * any depth. Ordering is that of the flavor's put (see lp_put_*()).
+ *
+ * Return: the number of gadgets this put released.
+ */
+unsigned int lp_gadget_put(struct lp_gadget *g)
+{
+	unsigned int released = 0;
+	struct lp_gadget *parent;
+
+	while (g && lp_put_one(g)) {
+		parent = g->parent;
+		lp_gadget_free(g);
+		released++;
+		g = parent;
+		cond_resched();
+	}
+	return released;
+}
+
+/**
+ * lp_gadget_lookup() - upgrade a child's weak reference to a strong one
+ * @parent: the parent; the caller holds a reference to it
+ * @id: the child's id
+ * @child: out: the child, with a new reference for the caller
+ *
+ * The article's rule: a weak reference may be upgraded with a plain get
+ * while holding the lock that protects the list, because the put that
+ * goes 1 -> 0 takes the same lock and unlinks the gadget before dropping
+ * it. KREF_RWSEM takes its rw_semaphore shared: lookups run in parallel,
+ * only the 1 -> 0 step excludes them.
+ *
+ * Return: 0, -ENOENT if no live child has @id, -EOPNOTSUPP in LOCKED and
+ * LOCKLESS (they keep no child list).
+ */
+int lp_gadget_lookup(struct lp_gadget *parent, u64 id,
+		     struct lp_gadget **child)
+{
+	u32 flavor = lp_flavor_of(parent);
+	struct lp_kids *kids = &parent->kids;
+	struct lp_gadget *c, *found = NULL;
+
+	if (!lp_flavor_has_kids(flavor))
+		return -EOPNOTSUPP;
+
+	if (flavor == LP_FLAVOR_KREF_RWSEM)
+		down_read(&kids->rwsem);
+	else
+		lp_kids_lock(kids, flavor);
+	list_for_each_entry(c, &kids->head, node) {
+		if (c->id != id)
+			continue;
+		if (flavor == LP_FLAVOR_WEAK_CMPXCHG) {
+			/* The fence failed if a listed gadget has count 0. */
+			WARN_ON_ONCE(!atomic_read(&c->refcnt));
+			atomic_inc(&c->refcnt);
+		} else {
+			kref_get(&c->kref);
+		}
+		found = c;
+		break;
+	}
+	if (flavor == LP_FLAVOR_KREF_RWSEM)
+		up_read(&kids->rwsem);
+	else
+		lp_kids_unlock(kids, flavor);
+
+	if (!found)
+		return -ENOENT;
+	*child = found;
+	return 0;
+}
+
+/**
+ * lp_gadget_tryget() - get a gadget by id unless it is already dying
+ * @arena: the arena
+ * @id: the gadget's id
+ * @g: out: the gadget, with a new reference for the caller
+ *
+ * kvm_debugfs_open(): the registry entry is a weak reference that no put
+ * fences, so the upgrade must fail once the count reached zero:
+ * atomic_inc_not_zero() / kref_get_unless_zero() (LOCKED: a test of the
+ * plain count under the arena mutex), under the registry lock, which the
+ * release path takes to unregister before it frees.
+ *
+ * Return: 0, or -ENOENT if no gadget has @id or its count reached zero.
+ */
+int lp_gadget_tryget(struct lp_arena *arena, u64 id, struct lp_gadget **g)
+{
+	struct lp_gadget *found;
+	bool got = false;
+
+	mutex_lock(&arena->reg_lock);
+	found = xa_load(&arena->registry, id);
+	if (found) {
+		switch (lp_flavor_of(found)) {
+		case LP_FLAVOR_LOCKED:
+			mutex_lock(&arena->lock);
+			got = found->count != 0;
+			if (got)
+				found->count++;
+			mutex_unlock(&arena->lock);
+			break;
+		case LP_FLAVOR_LOCKLESS:
+		case LP_FLAVOR_WEAK_CMPXCHG:
+			got = atomic_inc_not_zero(&found->refcnt);
+			break;
+		default:
+			got = kref_get_unless_zero(&found->kref);
+			break;
+		}
+	}
+	mutex_unlock(&arena->reg_lock);
+
+	if (!got)
+		return -ENOENT;
+	*g = found;
+	return 0;
+}
+
+/**
+ * lp_gadget_refcount() - the gadget's count, for STAT
+ * @g: the gadget; the caller holds a reference
+ *
+ * Return: a snapshot of the count; may be stale by the time it is used.
+ */
+unsigned int lp_gadget_refcount(struct lp_gadget *g)
+{
+	switch (lp_flavor_of(g)) {
+	case LP_FLAVOR_LOCKED:
+		return READ_ONCE(g->count);
+	case LP_FLAVOR_LOCKLESS:
+	case LP_FLAVOR_WEAK_CMPXCHG:
+		return atomic_read(&g->refcnt);
+	default:
+		return kref_read(&g->kref);
+	}
+}

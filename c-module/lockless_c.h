@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * lockless_c.h - what device.c, gadget.c and rmw.c share inside
+ * lockless_c.ko. Not a contract: that is shared-tests/lockless_uapi.h.
+ */
+#ifndef _LOCKLESS_C_H
+#define _LOCKLESS_C_H
+
+#include <linux/atomic.h>
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/rwsem.h>
+#include <linux/spinlock.h>
+#include <linux/types.h>
+#include <linux/xarray.h>
+
+#include "lockless_uapi.h"
+
+/**
+ * struct lp_kids - a weak list of children and the lock that fences it
+ * @head: the children, linked by &lp_gadget.node; weak references
+ * @mutex: protects @head in WEAK_CMPXCHG and KREF_MUTEX
+ * @lock: protects @head in KREF_LOCK
+ * @rwsem: protects @head in KREF_RWSEM (LOOKUP takes it shared)
+ *
+ * A gadget's count may only go from 1 to 0 with the lock of the list it
+ * sits on held, and it leaves the list before that lock is dropped: a
+ * visitor holding the lock never sees a gadget whose count is zero.
+ */
+struct lp_kids {
+	struct list_head head;
+	struct mutex mutex;		/* WEAK_CMPXCHG, KREF_MUTEX */
+	spinlock_t lock;		/* KREF_LOCK */
+	struct rw_semaphore rwsem;	/* KREF_RWSEM */
+};
+
+/**
+ * struct lp_gadget - one node of the tree
+ * @count: the count in LOCKED, a plain integer under &lp_arena.lock
+ * @refcnt: the count in LOCKLESS and WEAK_CMPXCHG
+ * @kref: the count in the KREF_* flavors
+ * @parent: strong reference to the parent, NULL for a root
+ * @arena: the arena the gadget lives in
+ * @id: registry key, unique in the arena, never reused
+ * @node: entry in the owner's &lp_kids (parent's, or the arena's for roots)
+ * @kids: this gadget's children (weak references)
+ * @nr_children: live children; each holds a reference to this gadget
+ */
+struct lp_gadget {
+	union {
+		unsigned int count;
+		atomic_t refcnt;
+		struct kref kref;
+	};
+	struct lp_gadget *parent;
+	struct lp_arena *arena;
+	u64 id;
+	struct list_head node;
+	struct lp_kids kids;
+	atomic_t nr_children;
+};
+
+/**
+ * struct lp_arena - one open file of /dev/lockless_c
+ * @flavor: enum lp_flavor, fixed by the first NEW
+ * @configured: a gadget has been created; @flavor can no longer change
+ * @lock: the article v1 "gadgets_lock" (LOCKED), and CONFIGURE vs NEW
+ * @roots: weak list of the root gadgets, fenced like a gadget's @kids
+ * @registry: id -> gadget, for TRYGET
+ * @reg_lock: protects @registry lookups against the release path's erase
+ * @handles: handle -> gadget, each entry one strong reference
+ * @handles_lock: keeps a handle's gadget alive while a reference is taken
+ * @next_id: last id handed out
+ * @nr_handles: entries in @handles
+ * @created: gadgets ever created
+ * @freed: gadgets ever freed
+ * @var: the article's atomic_t variable
+ * @max_wait: jbd2's t_max_wait after the patch (lockless)
+ * @max_locked: jbd2's t_max_wait before the patch, under @max_lock
+ * @max_lock: jbd2's t_handle_lock
+ * @floor: private counter of the ATOMIC_FLOOR op
+ */
+struct lp_arena {
+	u32 flavor;
+	bool configured;
+	struct mutex lock;		/* LOCKED counts, @configured */
+	struct lp_kids roots;
+	struct xarray registry;
+	struct mutex reg_lock;		/* @registry lookups vs erase */
+	struct xarray handles;
+	struct mutex handles_lock;	/* handle -> live gadget */
+	atomic64_t next_id;
+	atomic_t nr_handles;
+	atomic64_t created;
+	atomic64_t freed;
+	atomic_t var;
+	unsigned long max_wait;
+	unsigned long max_locked;
+	spinlock_t max_lock;		/* @max_locked */
+	atomic_t floor;
+};
+
+/* Gadgets alive in the whole module (IDENTIFY.live_gadgets). */
+extern atomic64_t lp_live_gadgets;
+
+/* gadget.c */
+void lp_kids_init(struct lp_kids *kids);
+struct lp_gadget *lp_gadget_new(struct lp_arena *arena,
+				struct lp_gadget *parent);
+void lp_gadget_get(struct lp_gadget *g);
+unsigned int lp_gadget_put(struct lp_gadget *g);
+int lp_gadget_lookup(struct lp_gadget *parent, u64 id,
+		     struct lp_gadget **child);
+int lp_gadget_tryget(struct lp_arena *arena, u64 id,
+		     struct lp_gadget **g);
+unsigned int lp_gadget_refcount(struct lp_gadget *g);
+
+/* rmw.c */
+int lp_rmw(struct lp_arena *arena, u32 op, u64 value, struct lp_rmw *out);
+bool lp_op_is_rmw(u32 op);
+
+#endif /* _LOCKLESS_C_H */
