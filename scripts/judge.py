@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 """judge.py: judge one guest run from its serial logs.
 
-    judge.py RUN_DIR KSRC COUNTS_FILE
+    judge.py RUN_DIR KSRC COUNTS_FILE [--kernel-ktap]
 
 RUN_DIR holds console.log (ttyS0: the kernel and /init) and ktap.log
 (ttyS1: the test driver). KTAP is parsed with the kernel's own parser,
@@ -12,7 +12,8 @@ tools/testing/kunit/kunit_parser.py from KSRC. The run fails on:
   - a "lp-init: FAIL" or "lp-host: FAIL" line (insmod, rmmod, timeout),
   - a guest that never printed "lp-init: done" (crash, hang, timeout),
   - missing KTAP, a missing plan, fewer results than the plan, a failed
-    or crashed test.
+    or crashed test, in the driver's KTAP and, with --kernel-ktap, in the
+    kernel's own KUnit KTAP on the console (the Rust doctests).
 
 Writes "PASSED FAILED SKIPPED" to COUNTS_FILE and prints "N passed, N failed".
 """
@@ -40,8 +41,45 @@ def read_lines(path):
         return []
 
 
+def judge_ktap(kunit_parser, kunit_printer, label, lines, problems):
+    """Parse one KTAP stream with the kernel's parser; print what failed.
+
+    Returns (passed, failed, skipped); parse problems go to @problems.
+    """
+    quiet = kunit_printer.Printer(print=False)
+    test = kunit_parser.parse_run_tests(lines, quiet)
+    counts = test.counts
+
+    def walk(t, path):
+        if not t.name:
+            name = f'{path or label}: a result its plan promised never came'
+        else:
+            name = f'{path}.{t.name}' if path else t.name
+        if not t.subtests and t.status not in (
+                kunit_parser.TestStatus.SUCCESS,
+                kunit_parser.TestStatus.SKIPPED):
+            print(f'  FAIL {name}: {t.status.name}')
+            for l in t.log[-15:]:
+                print(f'       {l}')
+        for s in t.subtests:
+            walk(s, t.name)
+    for s in test.subtests:
+        walk(s, '')
+
+    if test.status in (kunit_parser.TestStatus.FAILURE_TO_PARSE_TESTS,
+                       kunit_parser.TestStatus.NO_TESTS):
+        problems.append(f'no {label} KTAP results')
+    elif counts.errors and not counts.crashed:
+        problems.append(f'{label} KTAP: {counts.errors} parse error(s): '
+                        'missing plan or fewer results than planned')
+    return counts.passed, counts.failed + counts.crashed, counts.skipped
+
+
 def main():
     run, ksrc, counts_file = sys.argv[1:4]
+    # --kernel-ktap: the kernel runs KUnit suites at boot (the Rust
+    # doctests); their KTAP on the console must be there and pass too.
+    kernel_ktap = '--kernel-ktap' in sys.argv[4:]
     sys.path.insert(0, os.path.join(ksrc, 'tools/testing/kunit'))
     import kunit_parser
     import kunit_printer
@@ -64,43 +102,25 @@ def main():
         problems.append('the guest never reached "lp-init: done" '
                         '(crash, hang or timeout): see console.log')
 
-    quiet = kunit_printer.Printer(print=False)
-    test = kunit_parser.parse_run_tests(ktap, quiet)
-    counts = test.counts
-    passed = counts.passed
-    failed = counts.failed + counts.crashed
-
-    def walk(t, path):
-        if not t.name:
-            name = f'{path or "driver"}: a result its plan promised never came'
-        else:
-            name = f'{path}.{t.name}' if path else t.name
-        if not t.subtests and t.status not in (
-                kunit_parser.TestStatus.SUCCESS,
-                kunit_parser.TestStatus.SKIPPED):
-            print(f'  FAIL {name}: {t.status.name}')
-            for l in t.log[-15:]:
-                print(f'       {l}')
-        for s in t.subtests:
-            walk(s, t.name)
-    for s in test.subtests:
-        walk(s, '')
-
-    if test.status == kunit_parser.TestStatus.FAILURE_TO_PARSE_TESTS or \
-            test.status == kunit_parser.TestStatus.NO_TESTS:
-        problems.append('no KTAP results in ktap.log (driver did not run?)')
-    elif counts.errors and not counts.crashed:
-        problems.append(f'KTAP: {counts.errors} parse error(s): missing plan '
-                        'or fewer results than planned')
+    passed = failed = skipped = 0
+    for label, lines in (('driver', ktap),) + \
+            ((('kernel', console),) if kernel_ktap else ()):
+        p, f, sk = judge_ktap(kunit_parser, kunit_printer, label, lines,
+                              problems)
+        print(f'{label} KTAP ({"ttyS1" if label == "driver" else "console"}):'
+              f' {p} passed, {f} failed, {sk} skipped')
+        passed += p
+        failed += f
+        skipped += sk
 
     for p in problems:
         print(f'  FAIL {p}')
     # Every problem outside the KTAP counts is one more failure.
     failed += len(problems)
-    skipped = f', {counts.skipped} skipped' if counts.skipped else ''
     with open(counts_file, 'w') as f:
-        f.write(f'{passed} {failed} {counts.skipped}\n')
-    print(f'guest: {passed} passed, {failed} failed{skipped}')
+        f.write(f'{passed} {failed} {skipped}\n')
+    sk = f', {skipped} skipped' if skipped else ''
+    print(f'guest: {passed} passed, {failed} failed{sk}')
     return 1 if failed or not passed else 0
 
 

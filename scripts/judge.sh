@@ -7,7 +7,12 @@ lp_in_root "$@"
 
 mode=${1:-check}
 kind=${2:-debug}
-ksrc=$(lp_ksrc "$(lp_kdir "$kind")")
+kdir=$(lp_kdir "$kind")
+ksrc=$(lp_ksrc "$kdir")
 mkdir -p "$LP_OUT/results"
+# A kernel with KUnit runs its suites (the Rust doctests) at boot: judge
+# their KTAP on the console as well.
+kunit=()
+grep -qx 'CONFIG_KUNIT=y' "$kdir/.config" && kunit=(--kernel-ktap)
 exec python3 "$LP_REPO/scripts/judge.py" "$LP_OUT/guest-$kind/$mode" "$ksrc" \
-	"$LP_OUT/results/guest.counts"
+	"$LP_OUT/results/guest.counts" "${kunit[@]}"
