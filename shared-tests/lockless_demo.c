@@ -11,31 +11,7 @@
 #include <unistd.h>
 
 #include "lockless_uapi.h"
-
-static const char * const flavor_names[LP_FLAVOR_COUNT] = {
-	[LP_FLAVOR_LOCKED] = "LOCKED",
-	[LP_FLAVOR_LOCKLESS] = "LOCKLESS",
-	[LP_FLAVOR_WEAK_CMPXCHG] = "WEAK_CMPXCHG",
-	[LP_FLAVOR_KREF_MUTEX] = "KREF_MUTEX",
-	[LP_FLAVOR_KREF_LOCK] = "KREF_LOCK",
-	[LP_FLAVOR_KREF_RWSEM] = "KREF_RWSEM",
-};
-
-static const char * const op_names[LP_OP_COUNT] = {
-	[LP_OP_MAX_CMPXCHG] = "MAX_CMPXCHG",
-	[LP_OP_MAX_JBD2] = "MAX_JBD2",
-	[LP_OP_MAX_LOCKED] = "MAX_LOCKED",
-	[LP_OP_INC_NOT_ZERO_CMPXCHG] = "INC_NOT_ZERO_CMPXCHG",
-	[LP_OP_INC_NOT_ZERO_BUILTIN] = "INC_NOT_ZERO_BUILTIN",
-	[LP_OP_FETCH_INC_CMPXCHG] = "FETCH_INC_CMPXCHG",
-	[LP_OP_SET] = "SET",
-	[LP_OP_READ] = "READ",
-	[LP_OP_GET_PUT] = "GET_PUT",
-	[LP_OP_LOOKUP_PUT] = "LOOKUP_PUT",
-	[LP_OP_TRYGET_PUT] = "TRYGET_PUT",
-	[LP_OP_ATOMIC_FLOOR] = "ATOMIC_FLOOR",
-	[LP_OP_NEW_PUT] = "NEW_PUT",
-};
+#include "lockless_names.h"
 
 struct answer {
 	int err;
