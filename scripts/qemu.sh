@@ -3,7 +3,8 @@
 # /init in lp.mode=MODE (check, demo, shell); serial logs go to
 # build/guest-KIND/MODE/. TCG by default, ACCEL=kvm opt-in.
 #
-# Environment: TIMEOUT (s, default 600), SMP (default 4), MEM (default 2G).
+# Environment: TIMEOUT (s, default 600), SMP (default 4), MEM (default 2G),
+# RACE_PUTS (in-kernel racing final puts per flavor, for a soak run).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 lp_in_root "$@"
@@ -32,6 +33,8 @@ kvm)
 esac
 
 append="console=ttyS0 panic=-1 panic_on_warn=1 softlockup_panic=1 lp.mode=$mode"
+# A soak run: more racing final puts per flavor than make check's default.
+[ -z "${RACE_PUTS:-}" ] || append+=" lp.env.LP_RACE_PUTS=$RACE_PUTS"
 qemu=(qemu-system-x86_64 "${accel[@]}" -smp "${SMP:-4}" -m "${MEM:-2G}"
 	-no-reboot -kernel "$bz" -initrd "$initrd" -append "$append")
 

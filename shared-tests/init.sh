@@ -21,6 +21,8 @@ mode=check
 for arg in $(cat /proc/cmdline); do
 	case $arg in
 	lp.mode=*) mode=${arg#lp.mode=} ;;
+	# lp.env.NAME=VALUE: an environment variable for the driver.
+	lp.env.*=*) export "${arg#lp.env.}" ;;
 	esac
 done
 
