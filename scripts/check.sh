@@ -2,8 +2,8 @@
 # check.sh: what `make check` runs. Bootstraps whatever is missing
 # (toolchain root, debug kernel), builds both modules and the guest, boots
 # it under QEMU, judges the run, lints, runs the litmus tests, and prints
-# the total as the last
-# line: "N passed, N failed". Exit status is non-zero on any failure.
+# the total as the last line: "N passed, N failed". Exit status is non-zero
+# on any failure.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 lp_need_root "$@"
