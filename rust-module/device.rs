@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! `/dev/lockless_rust`: the misc device and its ioctl dispatch.
+//! `/dev/lockless_rust`: the misc device, its arenas and handles, and the ioctl
+//! dispatch.
 //!
-//! Mirrors `c-module/device.c`. Userspace drives it exactly like the C
-//! device, through the structs of `shared-tests/lockless_uapi.h`:
+//! Mirrors `c-module/device.c`. Userspace drives it exactly like the C device,
+//! through the structs of `shared-tests/lockless_uapi.h`:
 //!
 //! ```c
 //! struct lp_identify id = { 0 };
@@ -13,19 +14,38 @@
 //!         err(1, "identify");
 //! printf("%s ABI %u\n", id.name, id.abi_version);
 //! ```
+//!
+//! Each open file is an [`Arena`]. A handle is an index in the arena's handle
+//! table holding one strong reference ([`GadgetRef`]): PUT consumes it,
+//! GET/LOOKUP/TRYGET/NEW create one, and closing the file puts whatever is left.
 
+use core::{mem::size_of, pin::Pin};
 use kernel::{
+    bindings,
     fs::File,
-    ioctl::_IOC_SIZE,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
+    new_mutex, new_spinlock,
     prelude::*,
-    uaccess::{UserPtr, UserSlice},
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Mutex, SpinLock,
+    },
+    time::{Instant, Monotonic},
+    transmute::{AsBytes, FromBytes},
+    uaccess::{UserPtr, UserSlice, UserSliceWriter},
+    xarray::{AllocKind, XArray},
 };
 
-use crate::uapi;
+use crate::{
+    gadget::{self, Gadget, GadgetRef, Kids, Weak, LIVE_GADGETS},
+    rmw, uapi,
+};
+
+const ALL_FLAVORS: u32 = (1 << uapi::LP_FLAVOR_COUNT) - 1;
+const ALL_OPS: u64 = (1 << uapi::LP_OP_COUNT) - 1;
 
 /// The registration of `/dev/lockless_rust`.
-pub(crate) type Registration = MiscDeviceRegistration<LpFile>;
+pub(crate) type Registration = MiscDeviceRegistration<Arena>;
 
 /// Registers `/dev/lockless_rust`.
 pub(crate) fn register() -> impl PinInit<Registration, Error> {
@@ -34,44 +54,441 @@ pub(crate) fn register() -> impl PinInit<Registration, Error> {
     })
 }
 
-/// One open file of `/dev/lockless_rust`.
-pub(crate) struct LpFile;
+/// An ioctl struct whose `reserved` field must be zero on input.
+trait Reserved: FromBytes + AsBytes {
+    fn reserved_is_zero(&self) -> bool;
+}
 
-/// Answers `LP_IOC_IDENTIFY`.
-///
-/// Returns `EFAULT` for a bad pointer and `EINVAL` for a non-zero reserved
-/// field, like `lp_identify()` in C.
-fn lp_identify(arg: UserPtr, size: usize) -> Result<isize> {
-    let (mut reader, mut writer) = UserSlice::new(arg, size).reader_writer();
-    let input: uapi::lp_identify = reader.read()?;
-    if input.reserved.iter().any(|&r| r != 0) {
+macro_rules! impl_reserved {
+    ($($t:ty),* $(,)?) => {$(
+        impl Reserved for $t {
+            fn reserved_is_zero(&self) -> bool {
+                self.reserved.iter().all(|&r| r == 0)
+            }
+        }
+    )*};
+}
+
+impl_reserved!(
+    uapi::lp_identify,
+    uapi::lp_configure,
+    uapi::lp_new,
+    uapi::lp_get,
+    uapi::lp_put,
+    uapi::lp_lookup,
+    uapi::lp_tryget,
+    uapi::lp_stat,
+    uapi::lp_arena_stat,
+    uapi::lp_rmw,
+    uapi::lp_run,
+);
+
+/// `lp_copy_in()`: copies in an ioctl struct and checks that its reserved area is
+/// zero. Returns the struct and the writer for the answer.
+fn copy_in<T: Reserved>(arg: UserPtr) -> Result<(T, UserSliceWriter)> {
+    let (mut reader, writer) = UserSlice::new(arg, size_of::<T>()).reader_writer();
+    let input: T = reader.read()?;
+    if !input.reserved_is_zero() {
         return Err(EINVAL);
     }
+    Ok((input, writer))
+}
 
+/// `lp_copy_out()`.
+fn copy_out<T: AsBytes>(mut writer: UserSliceWriter, value: &T) -> Result<isize> {
+    writer.write(value)?;
+    Ok(0)
+}
+
+/// The state `Arena::lock` protects: the article v1 "gadgets_lock", which also
+/// serialises LOCKED counts (`Gadget::count` is `LockedBy` it).
+pub(crate) struct ArenaState {
+    /// A gadget has been created; the flavor can no longer change.
+    configured: bool,
+}
+
+/// The handle table: handle `h` is `slots[h - 1]`, each `Some` one strong
+/// reference owned by the file. The lowest free handle is handed out first, as
+/// `xa_alloc()` does in C, so both modules give the same handles.
+struct Handles {
+    slots: KVec<Option<GadgetRef>>,
+    held: u32,
+}
+
+/// One open file of `/dev/lockless_rust` (`struct lp_arena`).
+#[pin_data(PinnedDrop)]
+pub(crate) struct Arena {
+    /// `enum lp_flavor`, fixed by the first NEW.
+    flavor: Atomic<u32>,
+    /// The article v1 "gadgets_lock" (LOCKED counts), and CONFIGURE vs NEW.
+    #[pin]
+    pub(crate) lock: Mutex<ArenaState>,
+    /// Weak list of the root gadgets, fenced like a gadget's children.
+    #[pin]
+    pub(crate) roots: Kids,
+    /// id -> gadget, for TRYGET; the mutex orders lookups against the release
+    /// path's removal.
+    #[pin]
+    pub(crate) registry: Mutex<XArray<Weak>>,
+    /// The handles; the mutex keeps a handle's gadget alive while a reference is
+    /// taken from it.
+    #[pin]
+    handles: Mutex<Handles>,
+    /// Last id handed out.
+    pub(crate) next_id: Atomic<u64>,
+    /// Gadgets ever created.
+    pub(crate) created: Atomic<u64>,
+    /// Gadgets ever freed.
+    pub(crate) freed: Atomic<u64>,
+    /// The article's `atomic_t` variable.
+    pub(crate) var: Atomic<i32>,
+    /// jbd2's `t_max_wait` after the patch (lockless).
+    pub(crate) max_wait: Atomic<usize>,
+    /// jbd2's `t_max_wait` before the patch, under its `t_handle_lock`.
+    #[pin]
+    pub(crate) max_locked: SpinLock<usize>,
+    /// Private counter of the ATOMIC_FLOOR op.
+    floor: Atomic<i32>,
+}
+
+impl Arena {
+    fn new() -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            flavor: Atomic::new(uapi::LP_FLAVOR_LOCKED),
+            lock <- new_mutex!(ArenaState { configured: false }, "lp_arena.lock"),
+            roots <- Kids::new(),
+            registry <- new_mutex!(XArray::new(AllocKind::Alloc), "lp_arena.reg_lock"),
+            handles <- new_mutex!(
+                Handles {
+                    slots: KVec::new(),
+                    held: 0,
+                },
+                "lp_arena.handles_lock"
+            ),
+            next_id: Atomic::new(0),
+            created: Atomic::new(0),
+            freed: Atomic::new(0),
+            var: Atomic::new(0),
+            max_wait: Atomic::new(0),
+            max_locked <- new_spinlock!(0, "lp_arena.max_lock"),
+            floor: Atomic::new(0),
+        })
+    }
+
+    /// The arena's `enum lp_flavor`.
+    pub(crate) fn flavor(&self) -> u32 {
+        self.flavor.load(Relaxed)
+    }
+
+    /// `lp_handle_get()`: resolves `handle` and takes a reference to its gadget
+    /// for the caller; the handle lock keeps the handle's own reference in place
+    /// meanwhile.
+    fn handle_get(&self, handle: u32) -> Result<GadgetRef> {
+        let handles = self.handles.lock();
+        let slot = usize::try_from(handle).map_err(|_| EBADF)?.wrapping_sub(1);
+        match handles.slots.get(slot) {
+            Some(Some(g)) => Ok(g.get()),
+            _ => Err(EBADF),
+        }
+    }
+
+    /// `lp_handle_new()`: gives the caller's reference to a new handle, or puts it
+    /// back (`ENOSPC` when the table is full).
+    fn handle_new(&self, g: GadgetRef) -> Result<u32> {
+        let mut handles = self.handles.lock();
+        let slot = match handles.slots.iter().position(Option::is_none) {
+            Some(i) => i,
+            None if handles.slots.len() < uapi::LP_MAX_HANDLES as usize => {
+                if let Err(e) = handles.slots.push(None, GFP_KERNEL) {
+                    drop(handles);
+                    drop(g);
+                    return Err(e.into());
+                }
+                handles.slots.len() - 1
+            }
+            None => {
+                drop(handles);
+                drop(g);
+                return Err(ENOSPC);
+            }
+        };
+        handles.slots[slot] = Some(g);
+        handles.held += 1;
+        // `slot` < LP_MAX_HANDLES, so the handle fits a `u32`.
+        Ok(slot as u32 + 1)
+    }
+
+    /// `lp_handle_take()`: takes a handle out of the table; the caller owns its
+    /// reference.
+    fn handle_take(&self, handle: u32) -> Option<GadgetRef> {
+        let mut handles = self.handles.lock();
+        let slot = usize::try_from(handle).ok()?.wrapping_sub(1);
+        let g = handles.slots.get_mut(slot)?.take()?;
+        handles.held -= 1;
+        Some(g)
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for Arena {
+    /// `lp_release()`: close() puts every handle still held; that frees every
+    /// gadget, before the arena they point to goes.
+    fn drop(self: Pin<&mut Self>) {
+        let slots = {
+            let mut handles = self.handles.lock();
+            handles.held = 0;
+            core::mem::replace(&mut handles.slots, KVec::new())
+        };
+        drop(slots);
+        kernel::warn_on!(self.created.load(Relaxed) != self.freed.load(Relaxed));
+    }
+}
+
+/// `lp_identify()`: answers `LP_IOC_IDENTIFY`.
+fn lp_identify(arg: UserPtr) -> Result<isize> {
+    let (_, writer) = copy_in::<uapi::lp_identify>(arg)?;
     let mut id = uapi::lp_identify {
         abi_version: uapi::LP_ABI_VERSION,
+        flavors: ALL_FLAVORS,
+        ops: ALL_OPS,
+        live_gadgets: u64::try_from(LIVE_GADGETS.load(Relaxed)).unwrap_or(0),
         ..Default::default()
     };
     for (dst, src) in id.name.iter_mut().zip(c"lockless_rust".to_bytes()) {
         *dst = *src as core::ffi::c_char;
     }
-    writer.write(&id)?;
+    copy_out(writer, &id)
+}
+
+fn lp_configure(arena: &Arena, arg: UserPtr) -> Result<isize> {
+    let (c, _) = copy_in::<uapi::lp_configure>(arg)?;
+    if c.flavor >= uapi::LP_FLAVOR_COUNT {
+        return Err(EINVAL);
+    }
+    let state = arena.lock.lock();
+    if state.configured {
+        return Err(EBUSY);
+    }
+    arena.flavor.store(c.flavor, Relaxed);
     Ok(0)
 }
 
-#[vtable]
-impl MiscDevice for LpFile {
-    type Ptr = KBox<Self>;
+fn lp_new(arena: &Arena, arg: UserPtr) -> Result<isize> {
+    let (mut n, writer) = copy_in::<uapi::lp_new>(arg)?;
+    let parent = if n.parent != uapi::LP_HANDLE_NONE {
+        Some(arena.handle_get(n.parent)?)
+    } else {
+        None
+    };
 
-    fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<KBox<Self>> {
-        Ok(KBox::new(LpFile, GFP_KERNEL)?)
+    // The flavor is fixed from the first NEW on.
+    arena.lock.lock().configured = true;
+
+    let g = Gadget::create(arena, parent.as_ref());
+    drop(parent);
+    let g = g?;
+
+    n.id = g.id;
+    n.handle = arena.handle_new(g)?;
+    copy_out(writer, &n)
+}
+
+fn lp_get(arena: &Arena, arg: UserPtr) -> Result<isize> {
+    let (mut a, writer) = copy_in::<uapi::lp_get>(arg)?;
+    let g = arena.handle_get(a.handle)?;
+    a.new_handle = arena.handle_new(g)?;
+    copy_out(writer, &a)
+}
+
+fn lp_put(arena: &Arena, arg: UserPtr) -> Result<isize> {
+    let (mut a, writer) = copy_in::<uapi::lp_put>(arg)?;
+    let g = arena.handle_take(a.handle).ok_or(EBADF)?;
+    a.released = g.put();
+    copy_out(writer, &a)
+}
+
+fn lp_lookup(arena: &Arena, arg: UserPtr) -> Result<isize> {
+    let (mut a, writer) = copy_in::<uapi::lp_lookup>(arg)?;
+    let parent = arena.handle_get(a.parent)?;
+    let child = parent.lookup(a.id);
+    drop(parent);
+    a.handle = arena.handle_new(child?)?;
+    copy_out(writer, &a)
+}
+
+fn lp_tryget(arena: &Arena, arg: UserPtr) -> Result<isize> {
+    let (mut a, writer) = copy_in::<uapi::lp_tryget>(arg)?;
+    let g = gadget::tryget(arena, a.id)?;
+    a.handle = arena.handle_new(g)?;
+    copy_out(writer, &a)
+}
+
+fn lp_stat(arena: &Arena, arg: UserPtr) -> Result<isize> {
+    let (mut s, writer) = copy_in::<uapi::lp_stat>(arg)?;
+    {
+        let handles = arena.handles.lock();
+        let slot = usize::try_from(s.handle)
+            .map_err(|_| EBADF)?
+            .wrapping_sub(1);
+        let Some(Some(g)) = handles.slots.get(slot) else {
+            return Err(EBADF);
+        };
+        s.refcount = g.refcount();
+        s.id = g.id;
+        s.parent_id = g.parent_id();
+        s.children = g.children();
+    }
+    copy_out(writer, &s)
+}
+
+fn lp_arena_stat(arena: &Arena, arg: UserPtr) -> Result<isize> {
+    let (mut s, writer) = copy_in::<uapi::lp_arena_stat>(arg)?;
+    s.flavor = arena.flavor();
+    s.handles = arena.handles.lock().held;
+    s.freed = arena.freed.load(Relaxed);
+    s.created = arena.created.load(Relaxed);
+    s.live = s.created.wrapping_sub(s.freed);
+    copy_out(writer, &s)
+}
+
+fn lp_rmw_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
+    let (mut r, writer) = copy_in::<uapi::lp_rmw>(arg)?;
+    if !rmw::op_is_rmw(r.op) || r.value > u64::from(uapi::LP_RMW_VALUE_MAX) {
+        return Err(EINVAL);
+    }
+    let out = rmw::rmw(arena, r.op, r.value)?;
+    r.old = out.old;
+    r.new = out.new;
+    r.failed = out.failed;
+    copy_out(writer, &r)
+}
+
+fn lp_run_id(arena: &Arena, r: &uapi::lp_run) -> u64 {
+    if r.value == u64::from(uapi::LP_ID_NEWEST) {
+        return arena.next_id.load(Relaxed);
+    }
+    r.value
+}
+
+/// `lp_run_one()`: one iteration of a RUN loop. Returns 1 completed, 0 not.
+fn lp_run_one(arena: &Arena, r: &mut uapi::lp_run, g: Option<&GadgetRef>, i: u64) -> Result<u64> {
+    let other = match r.op {
+        uapi::LP_OP_GET_PUT => {
+            g.ok_or(EBADF)?.get().put();
+            return Ok(1);
+        }
+        uapi::LP_OP_LOOKUP_PUT => g.ok_or(EBADF)?.lookup(lp_run_id(arena, r)),
+        uapi::LP_OP_TRYGET_PUT => gadget::tryget(arena, lp_run_id(arena, r)),
+        uapi::LP_OP_NEW_PUT => {
+            let other = Gadget::create(arena, Some(g.ok_or(EBADF)?))?;
+            if other.put() == 0 {
+                r.failed += 1;
+            }
+            return Ok(1);
+        }
+        uapi::LP_OP_ATOMIC_FLOOR => {
+            arena.floor.add(1, Relaxed);
+            return Ok(1);
+        }
+        op => {
+            let value = r
+                .value
+                .saturating_add(i)
+                .min(u64::from(uapi::LP_RMW_VALUE_MAX));
+            let out = rmw::rmw(arena, op, value)?;
+            r.failed = r.failed.wrapping_add(out.failed);
+            r.delta = r.delta.wrapping_add(out.new.wrapping_sub(out.old));
+            return Ok(1);
+        }
+    };
+    match other {
+        Ok(other) => {
+            other.put();
+            Ok(1)
+        }
+        Err(e) if e == ENOENT => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
+/// `fatal_signal_pending(current)`: Rust 7.3 has `Task::signal_pending()` only.
+fn fatal_signal_pending() -> bool {
+    let task = kernel::current!();
+    if !task.signal_pending() {
+        return false;
+    }
+    let p = task.as_ptr();
+    // SAFETY: `p` is the current task, alive while it runs. Like C's
+    // `__fatal_signal_pending()`, this reads its private pending set without the
+    // siglock; the read is volatile since a sender may set bits concurrently.
+    let word = unsafe { core::ptr::read_volatile(&raw const (*p).pending.signal.sig[0]) };
+    word & (1 << (bindings::SIGKILL - 1)) != 0
+}
+
+/// `lp_run()`: answers `LP_IOC_RUN`, a loop of one op in the caller's context.
+///
+/// GET_PUT, LOOKUP_PUT and NEW_PUT hold their own reference to the handle's
+/// gadget for the whole loop, so a concurrent PUT of the handle cannot free it.
+/// C calls `cond_resched()` per iteration; Rust 7.3 has no binding for it, and on
+/// this kernel (`CONFIG_PREEMPTION`) the C call compiles to nothing as well.
+fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
+    let (mut r, writer) = copy_in::<uapi::lp_run>(arg)?;
+    if r.op >= uapi::LP_OP_COUNT || r.value > u64::from(uapi::LP_RMW_VALUE_MAX) {
+        return Err(EINVAL);
+    }
+    if r.iterations > u64::from(uapi::LP_RUN_MAX_ITERATIONS) {
+        return Err(E2BIG);
+    }
+    let g = match r.op {
+        uapi::LP_OP_GET_PUT | uapi::LP_OP_LOOKUP_PUT | uapi::LP_OP_NEW_PUT => {
+            Some(arena.handle_get(r.handle)?)
+        }
+        _ => None,
+    };
+    if r.op == uapi::LP_OP_LOOKUP_PUT
+        && (arena.flavor() == uapi::LP_FLAVOR_LOCKED || arena.flavor() == uapi::LP_FLAVOR_LOCKLESS)
+    {
+        return Err(EOPNOTSUPP);
     }
 
-    fn ioctl(_me: &LpFile, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+    r.failed = 0;
+    r.delta = 0;
+    let mut completed = 0u64;
+    let start = Instant::<Monotonic>::now();
+    for i in 0..r.iterations {
+        completed += lp_run_one(arena, &mut r, g.as_ref(), i)?;
+        if fatal_signal_pending() {
+            return Err(EINTR);
+        }
+    }
+    r.elapsed_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(0);
+    r.completed = completed;
+    copy_out(writer, &r)
+}
+
+#[vtable]
+impl MiscDevice for Arena {
+    type Ptr = Pin<KBox<Self>>;
+
+    fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
+        KBox::try_pin_init(Arena::new(), GFP_KERNEL)
+    }
+
+    fn ioctl(me: Pin<&Arena>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+        let arena = me.get_ref();
         let arg = UserPtr::from_addr(arg);
-        let size = _IOC_SIZE(cmd);
         match cmd {
-            uapi::LP_IOC_IDENTIFY => lp_identify(arg, size),
+            uapi::LP_IOC_IDENTIFY => lp_identify(arg),
+            uapi::LP_IOC_CONFIGURE => lp_configure(arena, arg),
+            uapi::LP_IOC_NEW => lp_new(arena, arg),
+            uapi::LP_IOC_GET => lp_get(arena, arg),
+            uapi::LP_IOC_PUT => lp_put(arena, arg),
+            uapi::LP_IOC_LOOKUP => lp_lookup(arena, arg),
+            uapi::LP_IOC_TRYGET => lp_tryget(arena, arg),
+            uapi::LP_IOC_STAT => lp_stat(arena, arg),
+            uapi::LP_IOC_ARENA_STAT => lp_arena_stat(arena, arg),
+            uapi::LP_IOC_RMW => lp_rmw_ioctl(arena, arg),
+            uapi::LP_IOC_RUN => lp_run(arena, arg),
             _ => Err(ENOTTY),
         }
     }

@@ -19,9 +19,29 @@
 
 include!("uapi_generated.rs");
 
-// SAFETY: `lp_identify` is `#[repr(C)]` with only integer and integer-array
-// fields and no padding (bindgen's layout assertions check the size), so any
-// byte pattern is a valid value and every byte of a value is initialised.
-unsafe impl kernel::transmute::FromBytes for lp_identify {}
-// SAFETY: As above.
-unsafe impl kernel::transmute::AsBytes for lp_identify {}
+/// Marks ioctl structs as plain bytes in both directions.
+macro_rules! plain_bytes {
+    ($($t:ty),* $(,)?) => {$(
+        // SAFETY: The struct is `#[repr(C)]` with only integer and integer-array fields and no
+        // padding (the header lays every struct out without holes, and bindgen's layout
+        // assertions check each size), so any byte pattern is a valid value and every byte of a
+        // value is initialised.
+        unsafe impl kernel::transmute::FromBytes for $t {}
+        // SAFETY: As above.
+        unsafe impl kernel::transmute::AsBytes for $t {}
+    )*};
+}
+
+plain_bytes!(
+    lp_identify,
+    lp_configure,
+    lp_new,
+    lp_get,
+    lp_put,
+    lp_lookup,
+    lp_tryget,
+    lp_stat,
+    lp_arena_stat,
+    lp_rmw,
+    lp_run,
+);

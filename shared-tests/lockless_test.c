@@ -6,9 +6,10 @@
  * Runs as PID 1's child in the QEMU guest, statically linked, and prints
  * KTAP that scripts/judge.py parses with the kernel's kunit_parser.
  *
- * A device that does not advertise (IDENTIFY) the flavor or op a test
- * needs: the Rust variant skips with the reason, the C variant fails, as
- * the C module is the reference and implements the whole contract.
+ * Both modules implement the whole contract (.reference = true): a device
+ * that does not advertise (IDENTIFY) the flavor or op a test needs fails
+ * that test. A variant marked .reference = false, a module still being
+ * written, skips such tests with the reason instead.
  *
  * Sizes are for QEMU TCG with KASAN and lockdep on two host cores, where
  * one ioctl costs tens of microseconds: see each #define.
@@ -284,7 +285,7 @@ FIXTURE_VARIANT_ADD(dev, rust)
 {
 	.path = LP_DEV_RUST,
 	.module = "lockless_rust",
-	.reference = false,
+	.reference = true,
 };
 
 FIXTURE_SETUP(dev)
@@ -305,7 +306,7 @@ FIXTURE_TEARDOWN(dev)
 /*
  * lacks() - whether the device lacks a flavor or op the test needs
  *
- * The Rust module skips with the reason; the C module, the reference,
+ * A variant that is not a reference skips with the reason; a reference
  * fails. Either way the test returns at once when this is true.
  */
 static bool lacks(struct __test_metadata *_metadata,
@@ -1017,7 +1018,7 @@ FIXTURE_VARIANT_ADD(flavor, rust_locked)
 {
 	.path = LP_DEV_RUST,
 	.module = "lockless_rust",
-	.reference = false,
+	.reference = true,
 	.flavor = LP_FLAVOR_LOCKED,
 };
 
@@ -1025,7 +1026,7 @@ FIXTURE_VARIANT_ADD(flavor, rust_lockless)
 {
 	.path = LP_DEV_RUST,
 	.module = "lockless_rust",
-	.reference = false,
+	.reference = true,
 	.flavor = LP_FLAVOR_LOCKLESS,
 };
 
@@ -1033,7 +1034,7 @@ FIXTURE_VARIANT_ADD(flavor, rust_weak_cmpxchg)
 {
 	.path = LP_DEV_RUST,
 	.module = "lockless_rust",
-	.reference = false,
+	.reference = true,
 	.flavor = LP_FLAVOR_WEAK_CMPXCHG,
 };
 
@@ -1041,7 +1042,7 @@ FIXTURE_VARIANT_ADD(flavor, rust_kref_mutex)
 {
 	.path = LP_DEV_RUST,
 	.module = "lockless_rust",
-	.reference = false,
+	.reference = true,
 	.flavor = LP_FLAVOR_KREF_MUTEX,
 };
 
@@ -1049,7 +1050,7 @@ FIXTURE_VARIANT_ADD(flavor, rust_kref_lock)
 {
 	.path = LP_DEV_RUST,
 	.module = "lockless_rust",
-	.reference = false,
+	.reference = true,
 	.flavor = LP_FLAVOR_KREF_LOCK,
 };
 
@@ -1057,7 +1058,7 @@ FIXTURE_VARIANT_ADD(flavor, rust_kref_rwsem)
 {
 	.path = LP_DEV_RUST,
 	.module = "lockless_rust",
-	.reference = false,
+	.reference = true,
 	.flavor = LP_FLAVOR_KREF_RWSEM,
 };
 

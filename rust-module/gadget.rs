@@ -1,0 +1,680 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The gadget reference-counting patterns of "Lockless patterns: more
+//! read-modify-write operations" (LWN, 2021), one per flavor.
+//!
+//! Mirrors `c-module/gadget.c`, function for function. Gadgets form a tree:
+//! each holds a strong reference to its parent. In the flavors with a child
+//! list, a parent (or the arena, for roots) keeps weak references to its
+//! children, and a child's count may only go from 1 to 0 under the lock of
+//! that list. The registry (id -> gadget) is a second, `kvm_debugfs_open()`
+//! style weak reference that is upgraded with get-unless-zero under its own
+//! lock.
+//!
+//! Where the C module uses one `struct lp_gadget` with a union of counters,
+//! this one uses the kernel's own types: LOCKLESS keeps its gadgets in
+//! [`Arc`] (whose count is a `refcount_t`), every other flavor in a `KBox`
+//! with an intrusive [`Refcount`] (or, in LOCKED, a count that only the
+//! arena's mutex may touch, a [`LockedBy`]). [`GadgetRef`] is one strong
+//! reference in either form; dropping it is a put.
+//!
+//! Release never recurses: [`GadgetRef::put`] drops the parent's reference in
+//! a loop, so a chain of any depth is freed in constant stack.
+
+use core::{cell::UnsafeCell, mem::ManuallyDrop, ops::Deref, pin::Pin, ptr::NonNull};
+use kernel::{
+    bindings,
+    ffi::c_void,
+    new_mutex, new_spinlock,
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Full, Relaxed},
+        Arc, LockedBy, Mutex, Refcount, SpinLock,
+    },
+    types::ForeignOwnable,
+};
+
+use crate::{
+    device::{Arena, ArenaState},
+    rwsem::{new_rwsem, RwSem},
+    uapi,
+};
+
+/// Gadgets alive in the whole module, all files together (`IDENTIFY`).
+pub(crate) static LIVE_GADGETS: Atomic<i64> = Atomic::new(0);
+
+/// A weak reference: the address of a gadget on a child list or in the registry.
+///
+/// It keeps nothing alive. It may be dereferenced only under the lock of the list
+/// or registry it was found in: a gadget leaves its list before the lock that
+/// fenced its 1 -> 0 step is dropped, and the registry before it is freed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Weak(NonNull<Gadget>);
+
+// SAFETY: A `Weak` is an address; what may be done with it is decided by the lock
+// it is found under, whatever the thread.
+unsafe impl Send for Weak {}
+// SAFETY: Through `&Weak` only the address can be copied.
+unsafe impl Sync for Weak {}
+
+// SAFETY: `into_foreign` hands the gadget's address to the XArray unchanged, and
+// `from_foreign`/`borrow` rebuild the same `Weak` from it. Gadgets are aligned to
+// `Gadget`'s alignment (at least 8, it holds pointers and `u64`s). A `Weak` owns
+// nothing, so a `Weak` rebuilt and dropped by the XArray frees nothing.
+unsafe impl ForeignOwnable for Weak {
+    const FOREIGN_ALIGN: usize = core::mem::align_of::<Gadget>();
+
+    type Borrowed<'a> = Weak;
+    type BorrowedMut<'a> = Weak;
+
+    fn into_foreign(self) -> *mut c_void {
+        self.0.as_ptr().cast()
+    }
+
+    unsafe fn from_foreign(ptr: *mut c_void) -> Self {
+        // SAFETY: `ptr` came from `into_foreign`, so it is a non-null gadget address.
+        Weak(unsafe { NonNull::new_unchecked(ptr.cast()) })
+    }
+
+    unsafe fn borrow<'a>(ptr: *mut c_void) -> Self::Borrowed<'a> {
+        // SAFETY: As in `from_foreign`.
+        unsafe { Self::from_foreign(ptr) }
+    }
+
+    unsafe fn borrow_mut<'a>(ptr: *mut c_void) -> Self::BorrowedMut<'a> {
+        // SAFETY: As in `from_foreign`.
+        unsafe { Self::from_foreign(ptr) }
+    }
+}
+
+/// A weak list of children and the lock that fences it (`struct lp_kids`).
+///
+/// A gadget's count may only go from 1 to 0 with the lock of the list it sits on
+/// held, and it leaves the list before that lock is dropped: a visitor holding
+/// the lock never sees a gadget whose count is zero.
+///
+/// C links gadgets into an intrusive `list_head`. Rust's `kernel::list::List`
+/// owns its items (a `ListArc` is a strong reference), so it cannot hold the
+/// weak references this list is about; the list is a vector of [`Weak`] under
+/// each lock instead.
+#[pin_data]
+pub(crate) struct Kids {
+    /// WEAK_CMPXCHG and KREF_MUTEX.
+    #[pin]
+    mutex: Mutex<KVec<Weak>>,
+    /// KREF_LOCK.
+    #[pin]
+    lock: SpinLock<KVec<Weak>>,
+    /// KREF_RWSEM: LOOKUP takes it shared.
+    #[pin]
+    rwsem: RwSem<KVec<Weak>>,
+}
+
+impl Kids {
+    /// `lp_kids_init()`: every flavor uses one of the three locks; one lockdep
+    /// class per lock type for the whole module, as in C.
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            mutex <- new_mutex!(KVec::new(), "lp_kids.mutex"),
+            lock <- new_spinlock!(KVec::new(), "lp_kids.lock"),
+            rwsem <- new_rwsem!(KVec::new(), "lp_kids.rwsem"),
+        })
+    }
+}
+
+fn flavor_has_kids(flavor: u32) -> bool {
+    flavor != uapi::LP_FLAVOR_LOCKED && flavor != uapi::LP_FLAVOR_LOCKLESS
+}
+
+/// Takes `w` off a locked list (`list_del()`).
+fn list_remove(list: &mut KVec<Weak>, w: Weak) {
+    if let Some(i) = list.iter().position(|x| *x == w) {
+        let last = list.len() - 1;
+        list.as_mut_slice().swap(i, last);
+        list.pop();
+    }
+}
+
+/// `list_add_tail()` on a list fenced by a spinlock. `GFP_KERNEL` may sleep, so
+/// the vector grows outside the lock and is swapped in under it.
+fn list_add_spinlocked(lock: &SpinLock<KVec<Weak>>, w: Weak) -> Result {
+    loop {
+        let mut list = lock.lock();
+        if list.push_within_capacity(w).is_ok() {
+            return Ok(());
+        }
+        let want = list.capacity() * 2 + 4;
+        drop(list);
+
+        let mut bigger = KVec::with_capacity(want, GFP_KERNEL)?;
+        let mut list = lock.lock();
+        if list.capacity() < want {
+            for x in list.iter() {
+                // Cannot fail: `list` holds fewer than `want` entries.
+                let _ = bigger.push_within_capacity(*x);
+            }
+            core::mem::swap(&mut *list, &mut bigger);
+        }
+        drop(list);
+        // `bigger`, now the old storage (or unused), is freed outside the lock.
+    }
+}
+
+/// One node of the tree (`struct lp_gadget`).
+///
+/// # Invariants
+///
+/// - `arena` points to the arena that created the gadget, which outlives it: the
+///   arena puts every handle it holds before it goes, and nothing else holds a
+///   reference across an ioctl.
+/// - `parent` is only written by the put that released the gadget, when no other
+///   reference to it exists and it is off every weak list.
+#[pin_data(PinnedDrop)]
+pub(crate) struct Gadget {
+    /// LOCKED: article v1's count, serialised by the arena's mutex.
+    count: LockedBy<u32, ArenaState>,
+    /// WEAK_CMPXCHG and KREF_*: the intrusive count (LOCKLESS: `Arc`'s own).
+    refcnt: Refcount,
+    /// Strong reference to the parent, `None` for a root.
+    parent: UnsafeCell<Option<GadgetRef>>,
+    /// The arena the gadget lives in.
+    arena: NonNull<Arena>,
+    /// Registry key, unique in the arena, never reused.
+    pub(crate) id: u64,
+    /// This gadget's children (weak references).
+    #[pin]
+    kids: Kids,
+    /// Live children; each holds a reference to this gadget.
+    nr_children: Atomic<i32>,
+}
+
+// SAFETY: Every field is thread-safe but the raw ones: `arena` is only read (the
+// arena is `Sync`), and `parent` is only written by the releaser, alone (type
+// invariants).
+unsafe impl Send for Gadget {}
+// SAFETY: As above.
+unsafe impl Sync for Gadget {}
+
+impl Gadget {
+    fn arena(&self) -> &Arena {
+        // SAFETY: The arena outlives its gadgets (type invariant).
+        unsafe { self.arena.as_ref() }
+    }
+
+    fn flavor(&self) -> u32 {
+        self.arena().flavor()
+    }
+
+    fn parent(&self) -> Option<&GadgetRef> {
+        // SAFETY: Only the releaser writes `parent` (type invariant); the caller
+        // holds a reference, so the gadget is not being released.
+        unsafe { (*self.parent.get()).as_ref() }
+    }
+
+    /// The list the gadget sits on: its parent's children, or the arena's roots.
+    fn owner(&self) -> &Kids {
+        match self.parent() {
+            Some(p) => &p.kids,
+            None => &self.arena().roots,
+        }
+    }
+
+    fn weak(&self) -> Weak {
+        Weak(NonNull::from(self))
+    }
+
+    /// The parent's id, 0 for a root (`STAT`).
+    pub(crate) fn parent_id(&self) -> u64 {
+        self.parent().map_or(0, |p| p.id)
+    }
+
+    /// Live children (`STAT`).
+    pub(crate) fn children(&self) -> u64 {
+        u64::try_from(self.nr_children.load(Relaxed)).unwrap_or(0)
+    }
+
+    /// `lp_gadget_new()`: creates a gadget holding one reference, for a handle.
+    ///
+    /// Takes a reference to `parent` for the new gadget, links it on its owner's
+    /// list under the owner's lock (flavors with a child list), and registers it
+    /// for TRYGET last, once it is complete.
+    pub(crate) fn create(arena: &Arena, parent: Option<&GadgetRef>) -> Result<GadgetRef> {
+        let flavor = arena.flavor();
+        let id = arena.next_id.fetch_add(1, Full) + 1;
+        let init = pin_init!(Self {
+            count: LockedBy::new(&arena.lock, 1),
+            refcnt: Refcount::new(1),
+            parent: UnsafeCell::new(parent.map(GadgetRef::get)),
+            arena: NonNull::from(arena),
+            id,
+            kids <- Kids::new(),
+            nr_children: Atomic::new(0),
+        });
+
+        let g = if flavor == uapi::LP_FLAVOR_LOCKLESS {
+            GadgetRef::Arc(ManuallyDrop::new(Arc::pin_init(init, GFP_KERNEL)?))
+        } else {
+            let boxed = KBox::pin_init(init, GFP_KERNEL)?;
+            // SAFETY: The gadget is never moved out of its box: `put_counted()`
+            // rebuilds the pinned box to drop it in place.
+            let raw = KBox::into_raw(unsafe { Pin::into_inner_unchecked(boxed) });
+            // SAFETY: `KBox::into_raw` never returns null.
+            let ptr = unsafe { NonNull::new_unchecked(raw) };
+            // INVARIANT: Allocated by `KBox` in a flavor other than LOCKLESS; the
+            // initial count of one is this reference's.
+            GadgetRef::Counted(ptr)
+        };
+
+        if let Some(p) = parent {
+            p.nr_children.fetch_add(1, Relaxed);
+        }
+        arena.created.fetch_add(1, Relaxed);
+        LIVE_GADGETS.fetch_add(1, Relaxed);
+        if flavor_has_kids(flavor) {
+            // On failure, dropping `g` puts it: it is on no list, not registered.
+            g.kids_add(flavor)?;
+        }
+
+        // Publish for TRYGET last, once `g` is complete: the registry lock orders
+        // these stores before any TRYGET that finds `g`.
+        let registry = arena.registry.lock();
+        let stored = registry.lock().store(index(g.id)?, g.weak(), GFP_KERNEL);
+        drop(registry);
+        stored?;
+        Ok(g)
+    }
+
+    /// Links the new gadget on its owner's list, under the owner's lock.
+    fn kids_add(&self, flavor: u32) -> Result {
+        let owner = self.owner();
+        match flavor {
+            uapi::LP_FLAVOR_KREF_LOCK => list_add_spinlocked(&owner.lock, self.weak()),
+            uapi::LP_FLAVOR_KREF_RWSEM => Ok(owner.rwsem.write().push(self.weak(), GFP_KERNEL)?),
+            _ => Ok(owner.mutex.lock().push(self.weak(), GFP_KERNEL)?),
+        }
+    }
+
+    /// `lp_put_locked()`: article v1 put, `refcnt--` under the arena mutex.
+    ///
+    /// The mutex orders every decrement; the one that sees 1 -> 0 is the last.
+    fn put_locked(&self) -> bool {
+        let mut state = self.arena().lock.lock();
+        let count = self.count.access_mut(&mut state);
+        *count -= 1;
+        *count == 0
+    }
+
+    /// `lp_put_weak_cmpxchg()`: article v3 put, the cmpxchg loop.
+    ///
+    /// Lock-free while the count is above one; the 1 -> 0 step is a cmpxchg done
+    /// under the owner's mutex, retried if a LOOKUP upgraded a weak reference
+    /// before we got the mutex. The gadget leaves the list before the mutex is
+    /// dropped. The cmpxchg is fully ordered (`Full`), as `atomic_cmpxchg()` is.
+    /// Every call does exactly one successful cmpxchg.
+    ///
+    /// This is the one place the count is driven through `Refcount::as_atomic()`,
+    /// which `Refcount` reserves for what `refcount.h` has no API for. Here the
+    /// loop itself is the pattern under study, and `refcount.h`'s packaged form of
+    /// it, `refcount_dec_and_mutex_lock()`, needs the raw `struct mutex` that
+    /// `Mutex<T>` does not expose. Nothing of `refcount_t` is lost: the loop never
+    /// goes below zero, and the count, one per handle, child and in-flight
+    /// reference, stays far from saturation.
+    fn put_weak_cmpxchg(&self) -> bool {
+        let owner = self.owner();
+        let count = self.refcnt.as_atomic();
+        loop {
+            let old = count.load(Relaxed);
+            if old > 1 {
+                if count.cmpxchg(old, old - 1, Full).is_ok() {
+                    return false;
+                }
+            } else {
+                // old was 1, fence off accesses to weak references!
+                let mut list = owner.mutex.lock();
+                if count.cmpxchg(1, 0, Full).is_ok() {
+                    list_remove(&mut list, self.weak());
+                    return true;
+                }
+                // Somebody upgraded a weak reference: try again.
+            }
+        }
+    }
+
+    /// `refcount_dec_not_one()`, which `Refcount` has no method for.
+    fn dec_not_one(&self) -> bool {
+        let r: *const Refcount = &self.refcnt;
+        // SAFETY: `Refcount` is `#[repr(transparent)]` over `Opaque<refcount_t>`,
+        // itself transparent, so `r` is a valid `refcount_t` pointer; the C
+        // function updates it atomically, through `Opaque`'s interior mutability.
+        unsafe { bindings::refcount_dec_not_one(r.cast_mut().cast()) }
+    }
+
+    /// `kref_put_mutex()`.
+    ///
+    /// `Mutex<T>` does not expose the `struct mutex` that
+    /// `refcount_dec_and_mutex_lock()` takes, so this is that function written
+    /// out: the lock-free `refcount_dec_not_one()` fast path, then the lock, then
+    /// `dec_and_test()` under it. Release ordering before the decrement, acquire
+    /// before the gadget is unlinked and freed.
+    fn put_kref_mutex(&self) -> bool {
+        if self.dec_not_one() {
+            return false;
+        }
+        let mut list = self.owner().mutex.lock();
+        if !self.refcnt.dec_and_test() {
+            return false;
+        }
+        list_remove(&mut list, self.weak());
+        true
+    }
+
+    /// `kref_put_lock()`: as [`Self::put_kref_mutex`], with the spinlock
+    /// (`refcount_dec_and_lock()` written out).
+    fn put_kref_lock(&self) -> bool {
+        if self.dec_not_one() {
+            return false;
+        }
+        let mut list = self.owner().lock.lock();
+        if !self.refcnt.dec_and_test() {
+            return false;
+        }
+        list_remove(&mut list, self.weak());
+        true
+    }
+
+    /// `kref_put_rwsem()`: the article's exercise. Lock-free while the count is
+    /// above one; otherwise `down_write()` fences off readers of the list, which
+    /// upgrade weak references under `down_read()`, and the 1 -> 0 step is
+    /// `dec_and_test()` under it.
+    fn put_kref_rwsem(&self) -> bool {
+        if self.dec_not_one() {
+            return false;
+        }
+        let mut list = self.owner().rwsem.write();
+        if !self.refcnt.dec_and_test() {
+            return false;
+        }
+        list_remove(&mut list, self.weak());
+        true
+    }
+
+    /// One put in the arena's flavor (not LOCKLESS, which is `Arc`'s). Returns
+    /// `true` if it dropped the last reference; the gadget is then off every weak
+    /// list, but still registered.
+    fn put_one(&self) -> bool {
+        match self.flavor() {
+            uapi::LP_FLAVOR_LOCKED => self.put_locked(),
+            uapi::LP_FLAVOR_WEAK_CMPXCHG => self.put_weak_cmpxchg(),
+            uapi::LP_FLAVOR_KREF_MUTEX => self.put_kref_mutex(),
+            uapi::LP_FLAVOR_KREF_LOCK => self.put_kref_lock(),
+            _ => self.put_kref_rwsem(),
+        }
+    }
+
+    /// `lp_gadget_lookup()`: upgrades a child's weak reference to a strong one.
+    ///
+    /// The article's rule: a weak reference may be upgraded with a plain get while
+    /// holding the lock that protects the list, because the put that goes 1 -> 0
+    /// takes the same lock and unlinks the gadget before dropping it. KREF_RWSEM
+    /// takes its semaphore shared: lookups run in parallel, only the 1 -> 0 step
+    /// excludes them.
+    ///
+    /// Returns `ENOENT` if no live child has `id`, `EOPNOTSUPP` in LOCKED and
+    /// LOCKLESS (they keep no child list).
+    pub(crate) fn lookup(&self, id: u64) -> Result<GadgetRef> {
+        let found = match self.flavor() {
+            uapi::LP_FLAVOR_LOCKED | uapi::LP_FLAVOR_LOCKLESS => return Err(EOPNOTSUPP),
+            uapi::LP_FLAVOR_KREF_LOCK => upgrade(&self.kids.lock.lock(), id),
+            uapi::LP_FLAVOR_KREF_RWSEM => upgrade(&self.kids.rwsem.read(), id),
+            _ => upgrade(&self.kids.mutex.lock(), id),
+        };
+        found.ok_or(ENOENT)
+    }
+}
+
+/// Upgrades the weak reference to child `id` on a list whose lock the caller holds.
+fn upgrade(list: &KVec<Weak>, id: u64) -> Option<GadgetRef> {
+    // SAFETY: A gadget on a weak list is alive while the list's lock is held: its
+    // 1 -> 0 step takes that lock and leaves the list under it.
+    let w = *list.iter().find(|w| unsafe { w.0.as_ref() }.id == id)?;
+    // SAFETY: As above.
+    let child = unsafe { w.0.as_ref() };
+    // The fence failed if a listed gadget has count 0: `refcount_inc()` WARNs on
+    // an increment from zero, where C says WARN_ON_ONCE() before `atomic_inc()`.
+    child.refcnt.inc();
+    // INVARIANT: Listed gadgets are never LOCKLESS ones, so they were allocated by
+    // `KBox`; we just took the count this reference owns.
+    Some(GadgetRef::Counted(w.0))
+}
+
+/// An id as an XArray index.
+fn index(id: u64) -> Result<usize> {
+    usize::try_from(id).map_err(|_| ENOENT)
+}
+
+/// `lp_gadget_tryget()`: gets a gadget by id unless it is already dying.
+///
+/// `kvm_debugfs_open()`: the registry entry is a weak reference that no put
+/// fences, so the upgrade must fail once the count reached zero:
+/// `Refcount::inc_not_zero()` (LOCKLESS: `Arc::from_raw_inc_not_zero()`; LOCKED:
+/// a test of the count under the arena mutex), under the registry lock, which
+/// the release path takes to unregister before it frees.
+///
+/// Returns `ENOENT` if no gadget has `id` or its count reached zero.
+pub(crate) fn tryget(arena: &Arena, id: u64) -> Result<GadgetRef> {
+    let registry = arena.registry.lock();
+    let w = registry.lock().get(index(id)?).ok_or(ENOENT)?;
+    let ptr = w.0;
+    let got = match arena.flavor() {
+        uapi::LP_FLAVOR_LOCKED => {
+            // SAFETY: A registered gadget is not freed while the registry lock is
+            // held: the release path takes it to unregister before freeing.
+            let g = unsafe { ptr.as_ref() };
+            let mut state = arena.lock.lock();
+            let count = g.count.access_mut(&mut state);
+            if *count != 0 {
+                *count += 1;
+            }
+            *count > 1
+        }
+        uapi::LP_FLAVOR_LOCKLESS => {
+            // SAFETY: `ptr` came from `Arc::as_ptr` (`Gadget::create`); the allocation
+            // is not freed while we hold the registry lock (see above); LOCKLESS
+            // releases with `Arc::drop_with`, never `Arc::into_unique_or_drop`.
+            let arc = unsafe { Arc::from_raw_inc_not_zero(ptr.as_ptr()) };
+            return arc
+                .map(|a| GadgetRef::Arc(ManuallyDrop::new(a)))
+                .ok_or(ENOENT);
+        }
+        // SAFETY: As in LOCKED.
+        _ => unsafe { ptr.as_ref() }.refcnt.inc_not_zero(),
+    };
+    drop(registry);
+
+    if !got {
+        return Err(ENOENT);
+    }
+    // INVARIANT: Not LOCKLESS, so allocated by `KBox`; we took the count.
+    Ok(GadgetRef::Counted(ptr))
+}
+
+#[pinned_drop]
+impl PinnedDrop for Gadget {
+    /// `lp_gadget_free()`: runs once the count reached zero, before the memory is
+    /// freed. Unregisters the gadget (after the count reached zero, before the free,
+    /// as `kvm_destroy_vm()` removes the debugfs files). The reference it held on
+    /// its parent was taken out by the put that released it.
+    fn drop(self: Pin<&mut Self>) {
+        let arena = self.arena();
+        if let Ok(i) = index(self.id) {
+            let registry = arena.registry.lock();
+            registry.lock().remove(i);
+        }
+        kernel::warn_on!(self.nr_children.load(Relaxed) != 0);
+        arena.freed.fetch_add(1, Relaxed);
+        LIVE_GADGETS.fetch_sub(1, Relaxed);
+    }
+}
+
+/// One strong reference to a gadget, counted the way its arena's flavor counts.
+///
+/// Dropping it is a put; [`GadgetRef::put`] also tells how many gadgets that put
+/// released.
+///
+/// # Invariants
+///
+/// `Counted(p)`: `p` points to a live gadget allocated by `KBox` in
+/// [`Gadget::create`], in a flavor other than LOCKLESS, and this value owns one
+/// count of its counter.
+pub(crate) enum GadgetRef {
+    /// LOCKLESS, article v2 with the kernel's `Arc`: `Arc::clone` is `atomic_inc`
+    /// without ordering (`refcount_inc`), the drop a fully ordered decrement.
+    Arc(ManuallyDrop<Arc<Gadget>>),
+    /// Every other flavor: one count of the gadget's own counter.
+    Counted(NonNull<Gadget>),
+}
+
+// SAFETY: A reference can be put from any thread, like an `Arc<Gadget>`.
+unsafe impl Send for GadgetRef {}
+// SAFETY: Through `&GadgetRef` only `&Gadget` is reachable, and `Gadget` is `Sync`.
+unsafe impl Sync for GadgetRef {}
+
+impl Deref for GadgetRef {
+    type Target = Gadget;
+
+    fn deref(&self) -> &Gadget {
+        match self {
+            Self::Arc(a) => a,
+            // SAFETY: We own a count, so the gadget is alive (type invariant).
+            Self::Counted(p) => unsafe { p.as_ref() },
+        }
+    }
+}
+
+impl GadgetRef {
+    /// `lp_gadget_get()`: takes one more reference; `self` already holds one.
+    ///
+    /// LOCKED: article v1, `refcnt++` under the arena mutex. Every other flavor:
+    /// article v2, a bare increment without acquire or release semantics
+    /// (`Arc::clone`, `Refcount::inc`): the caller's own reference keeps the gadget
+    /// alive and was itself obtained with the ordering that mattered.
+    pub(crate) fn get(&self) -> GadgetRef {
+        match self {
+            Self::Arc(a) => Self::Arc(ManuallyDrop::new(Arc::clone(a))),
+            Self::Counted(p) => {
+                if self.flavor() == uapi::LP_FLAVOR_LOCKED {
+                    let mut state = self.arena().lock.lock();
+                    *self.count.access_mut(&mut state) += 1;
+                } else {
+                    self.refcnt.inc();
+                }
+                // INVARIANT: Same allocation; we just took the count.
+                Self::Counted(*p)
+            }
+        }
+    }
+
+    /// The gadget's count (`STAT`): a snapshot, maybe stale by the time it is used.
+    pub(crate) fn refcount(&self) -> u32 {
+        match self {
+            Self::Arc(a) => Arc::count(a),
+            Self::Counted(_) if self.flavor() == uapi::LP_FLAVOR_LOCKED => {
+                *self.count.access(&self.arena().lock.lock())
+            }
+            Self::Counted(_) => u32::try_from(self.refcnt.as_atomic().load(Relaxed)).unwrap_or(0),
+        }
+    }
+
+    /// `lp_gadget_put()`: drops this reference, releasing what reaches zero.
+    ///
+    /// Releasing a gadget drops its reference to the parent, which may cascade up
+    /// the tree. The cascade is a loop, not a recursion: constant stack for any
+    /// depth. Ordering is that of the flavor's put.
+    ///
+    /// Returns the number of gadgets this put released.
+    pub(crate) fn put(self) -> u32 {
+        let mut released = 0;
+        let mut next = Some(self);
+        while let Some(r) = next.take() {
+            match r.release_one() {
+                None => break,
+                Some(parent) => {
+                    released += 1;
+                    next = parent;
+                }
+            }
+        }
+        released
+    }
+
+    /// Drops this one reference. Returns `None` if the gadget lives on, else the
+    /// reference the released gadget held on its parent (if any).
+    fn release_one(self) -> Option<Option<GadgetRef>> {
+        let mut this = ManuallyDrop::new(self);
+        match &mut *this {
+            // SAFETY: `this` is never used again, nor dropped.
+            Self::Arc(a) => put_lockless(unsafe { ManuallyDrop::take(a) }),
+            // SAFETY: We own one count of `p` (type invariant), which we hand over.
+            Self::Counted(p) => unsafe { put_counted(*p) },
+        }
+    }
+}
+
+impl Drop for GadgetRef {
+    fn drop(&mut self) {
+        // SAFETY: Neither variant's field has drop glue (`ManuallyDrop`, `NonNull`),
+        // so after this copy the original is never used or dropped again: the copy
+        // owns the reference, and `put` consumes it without dropping it twice.
+        let this = unsafe { core::ptr::read(self) };
+        this.put();
+    }
+}
+
+/// Takes the parent reference out of a gadget being released and tells the
+/// parent it lost a child.
+fn take_parent(g: &Gadget) -> Option<GadgetRef> {
+    // SAFETY: The caller released `g`: no other reference exists and `g` is off
+    // every weak list, so nobody else reads `parent` (type invariant of `Gadget`).
+    let parent = unsafe { (*g.parent.get()).take() };
+    if let Some(p) = &parent {
+        p.nr_children.fetch_sub(1, Relaxed);
+    }
+    parent
+}
+
+/// `lp_put_lockless()`: article v2 put, the last `Arc` reference's release.
+///
+/// `Arc` decrements with `refcount_dec_and_test()`: release ordering before the
+/// decrement and acquire after the last one, which is what the article asks of
+/// `atomic_fetch_dec()` (C uses its fully ordered form): every earlier put
+/// happens before the releaser reads the parent and frees the gadget.
+/// `Arc::drop_with` leaves the count at zero while it lends us the gadget, so
+/// TRYGET's `Arc::from_raw_inc_not_zero` cannot revive it.
+fn put_lockless(a: Arc<Gadget>) -> Option<Option<GadgetRef>> {
+    let mut parent = None;
+    if Arc::drop_with(a, |g| parent = take_parent(&g)) {
+        Some(parent)
+    } else {
+        None
+    }
+}
+
+/// The put of the other flavors: [`Gadget::put_one`], then, if that was the last
+/// reference, the free.
+///
+/// # Safety
+///
+/// `p` is a `GadgetRef::Counted` pointer whose count the caller owns and hands over.
+unsafe fn put_counted(p: NonNull<Gadget>) -> Option<Option<GadgetRef>> {
+    // SAFETY: The caller owns a count, so the gadget is alive until `put_one()`
+    // says that count was the last.
+    if !unsafe { p.as_ref() }.put_one() {
+        return None;
+    }
+    // SAFETY: The count reached zero and we did it: no other reference exists.
+    let parent = take_parent(unsafe { p.as_ref() });
+    // SAFETY: `p` came from `KBox::into_raw` of a pinned box in `Gadget::create`, and
+    // this was the last reference; the gadget is dropped in place, not moved.
+    drop(unsafe { Pin::new_unchecked(KBox::from_raw(p.as_ptr())) });
+    Some(parent)
+}

@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Read-modify-write primitives built on compare-and-swap, from "Lockless
+//! patterns: more read-modify-write operations" (LWN, 2021) and commit
+//! f7f497cb7024 ("jbd2: kill t_handle_lock transaction spinlock").
+//!
+//! Mirrors `c-module/rmw.c`, function for function, with
+//! `kernel::sync::atomic::Atomic<T>`: `Atomic<i32>` where C has an `atomic_t`,
+//! `Atomic<usize>` where jbd2 has an `unsigned long`. The orderings are C's:
+//! `Full` where C's `atomic_cmpxchg()`/`cmpxchg()`/`atomic_xchg()` are fully
+//! ordered, `Relaxed` where C uses `atomic_read()`/`READ_ONCE()`.
+//!
+//! Each primitive reports the value it replaced, the value it left and how many
+//! of its cmpxchg attempts failed (lost a race and had to retry).
+
+use kernel::{
+    bindings,
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Full, Relaxed},
+        SpinLock,
+    },
+};
+
+use crate::{device::Arena, uapi};
+
+/// What one op did: `lp_rmw`'s output fields.
+pub(crate) struct RmwOut {
+    /// The value before the op.
+    pub(crate) old: u64,
+    /// The value after the op.
+    pub(crate) new: u64,
+    /// Failed cmpxchg attempts (retries).
+    pub(crate) failed: u64,
+}
+
+/// `lp_max_cmpxchg()`: stores `max(*x, new)` into `x`.
+///
+/// The article's cmpxchg loop: give up as soon as the value seen is already
+/// larger, retry while another CPU changed it under us. Fully ordered when it
+/// stores, unordered (`load(Relaxed)`) when it gives up.
+///
+/// Returns the value the op replaced or found larger.
+fn max_cmpxchg(x: &Atomic<i32>, new: i32, failed: &mut u64) -> i32 {
+    let mut old = x.load(Relaxed);
+    loop {
+        if old > new {
+            break;
+        }
+        match x.cmpxchg(old, new, Full) {
+            Ok(_) => break,
+            Err(current) => {
+                old = current;
+                *failed += 1;
+            }
+        }
+    }
+    old
+}
+
+/// `lp_max_jbd2()`: stores `max(*p, new)` into `p`, as jbd2's
+/// `update_t_max_wait()`.
+///
+/// The loop exactly as commit f7f497cb7024 wrote it: `READ_ONCE()`, then
+/// `while (old < new) old = cmpxchg(p, old, new);`. A successful cmpxchg returns
+/// the old value, still below `new`, so the loop always runs once more after
+/// storing and that last cmpxchg fails against `new` itself: it is counted in
+/// `failed`, as in C.
+///
+/// Returns the value the op replaced or found not smaller.
+fn max_jbd2(p: &Atomic<usize>, new: usize, failed: &mut u64) -> usize {
+    let mut old = p.load(Relaxed);
+    let mut replaced = None;
+    while old < new {
+        let prev = old;
+        old = p.cmpxchg(old, new, Full).unwrap_or_else(|current| current);
+        if old == prev {
+            replaced = Some(prev);
+        } else {
+            *failed += 1;
+        }
+    }
+    replaced.unwrap_or(old)
+}
+
+/// `lp_max_locked()`: stores `max(*p, new)` under jbd2's `t_handle_lock`.
+///
+/// `update_t_max_wait()` before commit f7f497cb7024: a compare-and-store under a
+/// spinlock, ordered by the lock's acquire and release.
+///
+/// Returns the value before the op.
+fn max_locked(lock: &SpinLock<usize>, new: usize) -> usize {
+    let mut p = lock.lock();
+    let old = *p;
+    if new > old {
+        *p = new;
+    }
+    old
+}
+
+/// `lp_inc_not_zero_cmpxchg()`: increments `x` unless it is zero.
+///
+/// The article's "increment if non-zero" loop, the lock-free fast path of
+/// get-unless-zero. Fully ordered when it increments, unordered otherwise.
+///
+/// Returns the value before the op (0: nothing was done).
+fn inc_not_zero_cmpxchg(x: &Atomic<i32>, failed: &mut u64) -> i32 {
+    let mut old = x.load(Relaxed);
+    loop {
+        if old == 0 {
+            break;
+        }
+        match x.cmpxchg(old, old.wrapping_add(1), Full) {
+            Ok(_) => break,
+            Err(current) => {
+                old = current;
+                *failed += 1;
+            }
+        }
+    }
+    old
+}
+
+/// `lp_inc_not_zero_builtin()`: increments `x` unless it is zero, the library way.
+///
+/// `Atomic<T>` has no `fetch_add_unless()` or `inc_not_zero()`, so this calls
+/// the C `atomic_fetch_add_unless()` through its Rust helper. Fully ordered when
+/// it increments. Its retries stay inside the primitive, so none are reported.
+///
+/// Returns the value before the op.
+fn inc_not_zero_builtin(x: &Atomic<i32>) -> i32 {
+    // SAFETY: `Atomic<i32>` has the layout of `atomic_t` (both are a 32-bit
+    // integer accessed only atomically), and `x` is valid for the call.
+    unsafe { bindings::atomic_fetch_add_unless(x.as_ptr().cast(), 1, 0) }
+}
+
+/// `lp_fetch_inc_cmpxchg()`: `atomic_fetch_inc()` written as a cmpxchg loop.
+///
+/// The article's first listing. Fully ordered, like `atomic_fetch_inc()`.
+///
+/// Returns the value before the increment.
+fn fetch_inc_cmpxchg(x: &Atomic<i32>, failed: &mut u64) -> i32 {
+    let mut old = x.load(Relaxed);
+    loop {
+        match x.cmpxchg(old, old.wrapping_add(1), Full) {
+            Ok(_) => return old,
+            Err(current) => {
+                old = current;
+                *failed += 1;
+            }
+        }
+    }
+}
+
+/// `lp_u32()`: the `atomic_t` value as the contract reports it.
+fn u32_of(v: i32) -> u64 {
+    u64::from(v as u32)
+}
+
+/// `lp_op_is_rmw()`: whether `op` is one `LP_IOC_RMW` performs (MAX_CMPXCHG ..
+/// READ).
+pub(crate) fn op_is_rmw(op: u32) -> bool {
+    op <= uapi::LP_OP_READ
+}
+
+/// `lp_rmw()`: performs one read-modify-write op on the arena variable.
+///
+/// `value` is at most `LP_RMW_VALUE_MAX` (checked by the caller), so it fits the
+/// `i32` and `usize` copies. Returns `EINVAL` for an op that is not an RMW op.
+pub(crate) fn rmw(arena: &Arena, op: u32, value: u64) -> Result<RmwOut> {
+    let v32 = i32::try_from(value).map_err(|_| EINVAL)?;
+    let vsize = usize::try_from(value).map_err(|_| EINVAL)?;
+    let mut failed = 0;
+    let (old, new) = match op {
+        uapi::LP_OP_MAX_CMPXCHG => {
+            let old = u32_of(max_cmpxchg(&arena.var, v32, &mut failed));
+            (old, old.max(value))
+        }
+        uapi::LP_OP_MAX_JBD2 => {
+            let old = max_jbd2(&arena.max_wait, vsize, &mut failed) as u64;
+            (old, old.max(value))
+        }
+        uapi::LP_OP_MAX_LOCKED => {
+            let old = max_locked(&arena.max_locked, vsize) as u64;
+            (old, old.max(value))
+        }
+        uapi::LP_OP_INC_NOT_ZERO_CMPXCHG => {
+            let old = inc_not_zero_cmpxchg(&arena.var, &mut failed);
+            let new = if old != 0 {
+                u32_of(old.wrapping_add(1))
+            } else {
+                0
+            };
+            (u32_of(old), new)
+        }
+        uapi::LP_OP_INC_NOT_ZERO_BUILTIN => {
+            let old = inc_not_zero_builtin(&arena.var);
+            let new = if old != 0 {
+                u32_of(old.wrapping_add(1))
+            } else {
+                0
+            };
+            (u32_of(old), new)
+        }
+        uapi::LP_OP_FETCH_INC_CMPXCHG => {
+            let old = fetch_inc_cmpxchg(&arena.var, &mut failed);
+            (u32_of(old), u32_of(old.wrapping_add(1)))
+        }
+        uapi::LP_OP_SET => {
+            *arena.max_locked.lock() = vsize;
+            arena.max_wait.store(vsize, Relaxed);
+            (u32_of(arena.var.xchg(v32, Full)), value)
+        }
+        uapi::LP_OP_READ => {
+            let old = u32_of(arena.var.load(Relaxed));
+            (old, old)
+        }
+        _ => return Err(EINVAL),
+    };
+    Ok(RmwOut { old, new, failed })
+}
