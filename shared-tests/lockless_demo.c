@@ -1,10 +1,29 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * lockless_demo.c - `make demo`: ask both devices who they are and print
- * the answers side by side.
+ * lockless_demo.c - `make demo`: who answers on each device, and do both
+ * give the same answers?
+ *
+ * First the IDENTIFY answers of /dev/lockless_c and /dev/lockless_rust
+ * side by side. Then one row per reference-counting flavor and per op:
+ * the C API and the Rust API behind it, and whether both devices answered
+ * the row's short fixed script the same.
+ *
+ * A script runs on a fresh open() of each device and records every
+ * ioctl's answer: 0 or the errno, and every output field that does not
+ * depend on timing (refcounts, children, released counts, arena counters,
+ * RMW old/new/failed, RUN completed/failed/delta; never elapsed_ns).
+ * Handles and ids are recorded by the order in which the script received
+ * them ("h2", "id2"): the contract says that handles are non-zero and
+ * distinct and that ids are never reused, not which numbers they are.
+ * The script never branches on an answer, so both transcripts have the
+ * same steps and the first step whose answers differ is the difference.
+ *
+ * Exit status: 0 when every row is the same, 1 when a row differs or a
+ * device cannot be opened or identified, so that `make demo` fails.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -13,12 +32,585 @@
 #include "lockless_uapi.h"
 #include "lockless_names.h"
 
-struct answer {
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+
+/* In-kernel iterations of RUN steps: enough to count, cheap under TCG. */
+#define LP_DEMO_RUN		100
+/* ... and of the flavors' RUN GET_PUT step. */
+#define LP_DEMO_GET_PUT		1000
+
+/* Most steps in one row's script (the RUN-only ops: ~10 per flavor). */
+#define LP_STEPS		96
+/* Most handles, and most ids, one open() of a script receives. */
+#define LP_SYMS			32
+#define LP_WHAT			48
+#define LP_ANSWER		96
+#define LP_SYM			24
+
+/**
+ * struct lp_row - one row of the table
+ * @is_op: @which is an enum lp_op value, else an enum lp_flavor value
+ * @which: the flavor or the op
+ * @c_api: what lockless_c.ko does for it
+ * @rust_api: what lockless_rust.ko does for it
+ */
+struct lp_row {
+	bool is_op;
+	unsigned int which;
+	const char *c_api;
+	const char *rust_api;
+};
+
+static const struct lp_row lp_rows[] = {
+	{ false, LP_FLAVOR_LOCKED,
+	  "mutex + refcnt++/--", "Mutex guard + count" },
+	{ false, LP_FLAVOR_LOCKLESS,
+	  "atomic_inc / atomic_fetch_dec", "Arc::clone / Arc::into_unique_or_drop" },
+	{ false, LP_FLAVOR_WEAK_CMPXCHG,
+	  "atomic_cmpxchg loop + mutex", "Refcount::as_atomic().cmpxchg + Mutex" },
+	{ false, LP_FLAVOR_KREF_MUTEX,
+	  "kref_put_mutex", "refcount_dec_not_one + Mutex + dec_and_test" },
+	{ false, LP_FLAVOR_KREF_LOCK,
+	  "kref_put_lock", "refcount_dec_not_one + SpinLock + dec_and_test" },
+	{ false, LP_FLAVOR_KREF_RWSEM,
+	  "kref_put_rwsem (own)", "own RwSem guards + dec_and_test" },
+	{ true, LP_OP_MAX_CMPXCHG,
+	  "atomic_cmpxchg loop", "Atomic<i32>::cmpxchg(Full)" },
+	{ true, LP_OP_MAX_JBD2,
+	  "READ_ONCE + cmpxchg (ulong)", "Atomic<usize> load(Relaxed)+cmpxchg" },
+	{ true, LP_OP_MAX_LOCKED,
+	  "spin_lock + compare/store", "SpinLock guard" },
+	{ true, LP_OP_INC_NOT_ZERO_CMPXCHG,
+	  "atomic_cmpxchg loop", "Atomic<i32>::cmpxchg loop" },
+	{ true, LP_OP_INC_NOT_ZERO_BUILTIN,
+	  "atomic_fetch_add_unless", "Atomic<i32> cmpxchg (no fetch_add_unless)" },
+	{ true, LP_OP_FETCH_INC_CMPXCHG,
+	  "atomic_cmpxchg loop", "Atomic<i32>::cmpxchg loop" },
+	{ true, LP_OP_SET,
+	  "atomic_xchg + WRITE_ONCE", "Atomic::xchg + store" },
+	{ true, LP_OP_READ,
+	  "atomic_read", "Atomic::load(Relaxed)" },
+	{ true, LP_OP_GET_PUT,
+	  "per flavor (above)", "per flavor (above)" },
+	{ true, LP_OP_LOOKUP_PUT,
+	  "per flavor (above)", "per flavor (above)" },
+	{ true, LP_OP_TRYGET_PUT,
+	  "per flavor (above)", "per flavor (above)" },
+	{ true, LP_OP_ATOMIC_FLOOR,
+	  "atomic_inc", "Atomic<i32>::add(Relaxed)" },
+	{ true, LP_OP_NEW_PUT,
+	  "per flavor (above)", "per flavor (above)" },
+};
+
+/* Under the flavors: TRYGET is in every flavor's script. */
+static const char * const lp_tryget_note[] = {
+	"TRYGET, in every flavor: C atomic_inc_not_zero / kref_get_unless_zero,",
+	"Rust Refcount::inc_not_zero / Arc::from_raw_inc_not_zero (patches 0001/0002)",
+};
+
+struct lp_errno_name {
+	int err;
+	const char *name;
+};
+
+/* The errnos of the contract, by name: a difference reads "-EBADF". */
+static const struct lp_errno_name lp_errno_names[] = {
+	{ ENOTTY, "ENOTTY" },
+	{ EFAULT, "EFAULT" },
+	{ EINVAL, "EINVAL" },
+	{ EBADF, "EBADF" },
+	{ ENOENT, "ENOENT" },
+	{ EOPNOTSUPP, "EOPNOTSUPP" },
+	{ EBUSY, "EBUSY" },
+	{ E2BIG, "E2BIG" },
+	{ ENOSPC, "ENOSPC" },
+	{ ENOMEM, "ENOMEM" },
+	{ EINTR, "EINTR" },
+};
+
+/**
+ * struct lp_step - one ioctl of a script
+ * @what: what the script did ("PUT child")
+ * @answer: what the device answered ("0 released=1", "-EBADF")
+ */
+struct lp_step {
+	char what[LP_WHAT];
+	char answer[LP_ANSWER];
+};
+
+/**
+ * struct lp_transcript - one row's script on one device
+ * @dev: the device
+ * @fd: the current open() of @dev, -1 before the first
+ * @open_err: errno of a failed open(), 0 if none failed
+ * @full: the script made more than LP_STEPS steps
+ * @prefix: put before @what of the next steps ("KREF_LOCK, ")
+ * @steps: steps recorded in @step
+ * @step: the steps, in order
+ * @handle: handles received from the current open(), in order
+ * @live: @handle[i] has not been put yet
+ * @nr_handles: entries in @handle
+ * @id: ids seen in the current open(), in order
+ * @nr_ids: entries in @id
+ */
+struct lp_transcript {
+	const char *dev;
+	int fd;
+	int open_err;
+	bool full;
+	char prefix[LP_SYM];
+	int steps;
+	struct lp_step step[LP_STEPS];
+	__u32 handle[LP_SYMS];
+	bool live[LP_SYMS];
+	int nr_handles;
+	__u64 id[LP_SYMS];
+	int nr_ids;
+};
+
+static void lp_errno_str(int err, char *buf, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(lp_errno_names); i++) {
+		if (lp_errno_names[i].err == err) {
+			snprintf(buf, len, "-%s", lp_errno_names[i].name);
+			return;
+		}
+	}
+	snprintf(buf, len, "-%d", err);
+}
+
+/* Start a fresh arena on @t's device for the steps that follow. */
+static bool lp_open(struct lp_transcript *t)
+{
+	if (t->fd >= 0)
+		close(t->fd);
+	t->nr_handles = 0;
+	t->nr_ids = 0;
+	t->fd = open(t->dev, O_RDWR | O_CLOEXEC);
+	if (t->fd < 0 && !t->open_err)
+		t->open_err = errno;
+	return t->fd >= 0;
+}
+
+static int lp_call(struct lp_transcript *t, unsigned long cmd, void *arg)
+{
+	return ioctl(t->fd, cmd, arg) ? -errno : 0;
+}
+
+/*
+ * Record a step: @what and, if @ret is an error, its name. Return: where
+ * to write the answer of a successful step ("0" so far), else NULL.
+ */
+static char *lp_rec(struct lp_transcript *t, const char *what, int ret)
+{
+	struct lp_step *s;
+
+	if (t->steps == LP_STEPS) {
+		t->full = true;
+		return NULL;
+	}
+	s = &t->step[t->steps++];
+	snprintf(s->what, sizeof(s->what), "%s%s", t->prefix, what);
+	if (ret) {
+		lp_errno_str(-ret, s->answer, sizeof(s->answer));
+		return NULL;
+	}
+	snprintf(s->answer, sizeof(s->answer), "0");
+	return s->answer;
+}
+
+/* Name a handle a device just gave: "hN", the N-th of this open(). */
+static void lp_handle_new(struct lp_transcript *t, __u32 h, char *buf,
+			  size_t len)
+{
+	int i;
+
+	if (h == LP_HANDLE_NONE) {
+		snprintf(buf, len, "h?0");
+		return;
+	}
+	for (i = 0; i < t->nr_handles; i++) {
+		if (t->live[i] && t->handle[i] == h) {
+			snprintf(buf, len, "h%d-again", i + 1);
+			return;
+		}
+	}
+	if (t->nr_handles == LP_SYMS) {
+		t->full = true;
+		snprintf(buf, len, "h?");
+		return;
+	}
+	t->handle[t->nr_handles] = h;
+	t->live[t->nr_handles++] = true;
+	snprintf(buf, len, "h%d", t->nr_handles);
+}
+
+/* A PUT consumed @h: the device may hand its number out again. */
+static void lp_handle_gone(struct lp_transcript *t, __u32 h)
+{
+	int i;
+
+	for (i = 0; i < t->nr_handles; i++)
+		if (t->live[i] && t->handle[i] == h)
+			t->live[i] = false;
+}
+
+/*
+ * Name an id: "idN", the N-th this open() saw, or "0" for no gadget. A
+ * @fresh id (NEW) must be new; any other must be one seen before.
+ */
+static void lp_id_name(struct lp_transcript *t, __u64 id, bool fresh,
+		       char *buf, size_t len)
+{
+	int i;
+
+	if (!id) {
+		snprintf(buf, len, fresh ? "id?0" : "0");
+		return;
+	}
+	for (i = 0; i < t->nr_ids; i++) {
+		if (t->id[i] == id) {
+			snprintf(buf, len, fresh ? "id%d-again" : "id%d", i + 1);
+			return;
+		}
+	}
+	if (!fresh || t->nr_ids == LP_SYMS) {
+		snprintf(buf, len, "id?%llu", id);
+		return;
+	}
+	t->id[t->nr_ids++] = id;
+	snprintf(buf, len, "id%d", t->nr_ids);
+}
+
+/* ---- one recorded step per ioctl --------------------------------------- */
+
+static void lp_configure(struct lp_transcript *t, const char *what,
+			 __u32 flavor)
+{
+	struct lp_configure c = { .flavor = flavor };
+
+	lp_rec(t, what, lp_call(t, LP_IOC_CONFIGURE, &c));
+}
+
+/* NEW under @parent (LP_HANDLE_NONE: a root). Return: the handle, or 0. */
+static __u32 lp_new(struct lp_transcript *t, const char *what, __u32 parent,
+		    __u64 *id)
+{
+	struct lp_new n = { .parent = parent };
+	int ret = lp_call(t, LP_IOC_NEW, &n);
+	char *a = lp_rec(t, what, ret);
+	char h[LP_SYM], i[LP_SYM];
+
+	if (ret)
+		return LP_HANDLE_NONE;
+	lp_handle_new(t, n.handle, h, sizeof(h));
+	lp_id_name(t, n.id, true, i, sizeof(i));
+	if (a)
+		snprintf(a, LP_ANSWER, "0 %s %s", h, i);
+	if (id)
+		*id = n.id;
+	return n.handle;
+}
+
+/* Record an ioctl that answers one new handle. Return: it, or 0. */
+static __u32 lp_rec_handle(struct lp_transcript *t, const char *what,
+			   int ret, __u32 handle)
+{
+	char *a = lp_rec(t, what, ret);
+	char h[LP_SYM];
+
+	if (ret)
+		return LP_HANDLE_NONE;
+	lp_handle_new(t, handle, h, sizeof(h));
+	if (a)
+		snprintf(a, LP_ANSWER, "0 %s", h);
+	return handle;
+}
+
+static __u32 lp_get(struct lp_transcript *t, const char *what, __u32 handle)
+{
+	struct lp_get g = { .handle = handle };
+	int ret = lp_call(t, LP_IOC_GET, &g);
+
+	return lp_rec_handle(t, what, ret, g.new_handle);
+}
+
+static __u32 lp_lookup(struct lp_transcript *t, const char *what,
+		       __u32 parent, __u64 id)
+{
+	struct lp_lookup l = { .parent = parent, .id = id };
+	int ret = lp_call(t, LP_IOC_LOOKUP, &l);
+
+	return lp_rec_handle(t, what, ret, l.handle);
+}
+
+static __u32 lp_tryget(struct lp_transcript *t, const char *what, __u64 id)
+{
+	struct lp_tryget g = { .id = id };
+	int ret = lp_call(t, LP_IOC_TRYGET, &g);
+
+	return lp_rec_handle(t, what, ret, g.handle);
+}
+
+static void lp_put(struct lp_transcript *t, const char *what, __u32 handle)
+{
+	struct lp_put p = { .handle = handle };
+	int ret = lp_call(t, LP_IOC_PUT, &p);
+	char *a = lp_rec(t, what, ret);
+
+	if (ret)
+		return;
+	lp_handle_gone(t, handle);
+	if (a)
+		snprintf(a, LP_ANSWER, "0 released=%u", p.released);
+}
+
+static void lp_stat(struct lp_transcript *t, const char *what, __u32 handle)
+{
+	struct lp_stat s = { .handle = handle };
+	int ret = lp_call(t, LP_IOC_STAT, &s);
+	char *a = lp_rec(t, what, ret);
+	char id[LP_SYM], parent[LP_SYM];
+
+	if (!a)
+		return;
+	lp_id_name(t, s.id, false, id, sizeof(id));
+	lp_id_name(t, s.parent_id, false, parent, sizeof(parent));
+	snprintf(a, LP_ANSWER, "0 ref=%u %s parent=%s children=%llu",
+		 s.refcount, id, parent, s.children);
+}
+
+static void lp_arena_stat(struct lp_transcript *t, const char *what)
+{
+	struct lp_arena_stat s = { 0 };
+	char *a = lp_rec(t, what, lp_call(t, LP_IOC_ARENA_STAT, &s));
+
+	if (a)
+		snprintf(a, LP_ANSWER,
+			 "0 flavor=%u handles=%u live=%llu created=%llu freed=%llu",
+			 s.flavor, s.handles, s.live, s.created, s.freed);
+}
+
+static void lp_rmw(struct lp_transcript *t, const char *what, __u32 op,
+		   __u64 value)
+{
+	struct lp_rmw r = { .op = op, .value = value };
+	char *a = lp_rec(t, what, lp_call(t, LP_IOC_RMW, &r));
+
+	if (a)
+		snprintf(a, LP_ANSWER, "0 old=%llu new=%llu failed=%llu",
+			 r.old, r.new, r.failed);
+}
+
+static void lp_run(struct lp_transcript *t, const char *what, __u32 op,
+		   __u32 handle, __u64 iterations, __u64 value)
+{
+	struct lp_run r = {
+		.op = op,
+		.handle = handle,
+		.iterations = iterations,
+		.value = value,
+	};
+	char *a = lp_rec(t, what, lp_call(t, LP_IOC_RUN, &r));
+
+	if (a)
+		snprintf(a, LP_ANSWER, "0 completed=%llu failed=%llu delta=%llu",
+			 r.completed, r.failed, r.delta);
+}
+
+/* ---- the scripts ------------------------------------------------------- */
+
+/*
+ * A flavor: a root and a child, every way to take and drop a reference,
+ * every errno a flavor can answer, a cascade of two.
+ */
+static void lp_script_flavor(struct lp_transcript *t, unsigned int flavor)
+{
+	struct lp_new reserved = { .reserved = { 1 } };
+	__u32 root, child, got, looked, tried, child2;
+	__u64 child_id = 0;
+
+	if (!lp_open(t))
+		return;
+	lp_rec(t, "NEW, reserved field set", lp_call(t, LP_IOC_NEW, &reserved));
+	lp_configure(t, "CONFIGURE, unknown flavor", LP_FLAVOR_COUNT);
+	lp_configure(t, "CONFIGURE", flavor);
+	root = lp_new(t, "NEW root", LP_HANDLE_NONE, NULL);
+	child = lp_new(t, "NEW child", root, &child_id);
+	got = lp_get(t, "GET child", child);
+	lp_stat(t, "STAT root", root);
+	lp_stat(t, "STAT child", child);
+	looked = lp_lookup(t, "LOOKUP child", root, child_id);
+	tried = lp_tryget(t, "TRYGET child", child_id);
+	lp_stat(t, "STAT child", child);
+	lp_put(t, "PUT GET's handle", got);
+	lp_put(t, "PUT LOOKUP's handle", looked);
+	lp_put(t, "PUT TRYGET's handle", tried);
+	lp_stat(t, "STAT child", child);
+	lp_put(t, "PUT child", child);
+	lp_stat(t, "STAT root", root);
+	lp_tryget(t, "TRYGET child, gone", child_id);
+	lp_lookup(t, "LOOKUP child, gone", root, child_id);
+	lp_put(t, "PUT child again", child);
+	lp_configure(t, "CONFIGURE after NEW", flavor);
+	lp_arena_stat(t, "ARENA_STAT");
+	lp_run(t, "RUN GET_PUT on root", LP_OP_GET_PUT, root,
+	       LP_DEMO_GET_PUT, 0);
+	lp_stat(t, "STAT root", root);
+	child2 = lp_new(t, "NEW child2", root, NULL);
+	lp_put(t, "PUT root (child2 holds it)", root);
+	lp_stat(t, "STAT child2", child2);
+	lp_put(t, "PUT child2 (and root)", child2);
+	lp_arena_stat(t, "ARENA_STAT");
+}
+
+/* Operands and limits every op must refuse the same way. */
+static void lp_script_bad_values(struct lp_transcript *t, __u32 op,
+				 __u32 handle)
+{
+	lp_rmw(t, "RMW above LP_RMW_VALUE_MAX", op, LP_RMW_VALUE_MAX + 1);
+	lp_run(t, "RUN above LP_RMW_VALUE_MAX", op, handle, 1,
+	       LP_RMW_VALUE_MAX + 1);
+	lp_run(t, "RUN above LP_RUN_MAX_ITERATIONS", op, handle,
+	       LP_RUN_MAX_ITERATIONS + 1, 0);
+}
+
+/* An RMW op: fixed operands around a SET, then a short RUN of it. */
+static void lp_script_rmw(struct lp_transcript *t, unsigned int op)
+{
+	static const __u64 values[] = { 5, 3, 9, 0 };
+	char what[LP_WHAT];
+	size_t i;
+
+	if (!lp_open(t))
+		return;
+	lp_rmw(t, "SET 7", LP_OP_SET, 7);
+	for (i = 0; i < ARRAY_SIZE(values); i++) {
+		snprintf(what, sizeof(what), "RMW %llu", values[i]);
+		lp_rmw(t, what, op, values[i]);
+	}
+	lp_rmw(t, "READ", LP_OP_READ, 0);
+	lp_rmw(t, "SET 0", LP_OP_SET, 0);
+	lp_rmw(t, "RMW 4", op, 4);
+	lp_rmw(t, "SET 1", LP_OP_SET, 1);
+	lp_run(t, "RUN 10 from 100", op, LP_HANDLE_NONE, 10, 100);
+	lp_rmw(t, "RMW 0", op, 0);
+	lp_rmw(t, "READ", LP_OP_READ, 0);
+	lp_rmw(t, "RMW LP_RMW_VALUE_MAX", op, LP_RMW_VALUE_MAX);
+	lp_rmw(t, "READ", LP_OP_READ, 0);
+	lp_script_bad_values(t, op, LP_HANDLE_NONE);
+}
+
+/*
+ * A RUN-only gadget op, in every flavor: on a live child, on the newest
+ * id, and once the child is gone; then the counts must be back.
+ */
+static void lp_script_loop(struct lp_transcript *t, unsigned int op)
+{
+	bool by_id = op == LP_OP_LOOKUP_PUT || op == LP_OP_TRYGET_PUT;
+	__u32 root = LP_HANDLE_NONE, child, on;
+	__u64 child_id = 0;
+	unsigned int f;
+
+	for (f = 0; f < LP_FLAVOR_COUNT; f++) {
+		if (!lp_open(t))
+			return;
+		snprintf(t->prefix, sizeof(t->prefix), "%s, ", flavor_names[f]);
+		lp_configure(t, "CONFIGURE", f);
+		root = lp_new(t, "NEW root", LP_HANDLE_NONE, NULL);
+		child = lp_new(t, "NEW child", root, &child_id);
+		on = op == LP_OP_GET_PUT ? child : root;
+		lp_run(t, "RUN", op, on, LP_DEMO_RUN, by_id ? child_id : 0);
+		if (by_id)
+			lp_run(t, "RUN on the newest id", op, on, LP_DEMO_RUN,
+			       LP_ID_NEWEST);
+		lp_stat(t, "STAT root", root);
+		lp_stat(t, "STAT child", child);
+		lp_put(t, "PUT child", child);
+		lp_run(t, "RUN, child gone", op, on, LP_DEMO_RUN,
+		       by_id ? child_id : 0);
+		lp_arena_stat(t, "ARENA_STAT");
+	}
+	t->prefix[0] = '\0';
+	lp_script_bad_values(t, op, root);
+}
+
+static void lp_script_floor(struct lp_transcript *t, unsigned int op)
+{
+	if (!lp_open(t))
+		return;
+	lp_run(t, "RUN", op, LP_HANDLE_NONE, LP_DEMO_RUN, 0);
+	lp_run(t, "RUN 0 times", op, LP_HANDLE_NONE, 0, 0);
+	lp_script_bad_values(t, op, LP_HANDLE_NONE);
+}
+
+/* Run @row's script on a fresh open() of @dev into @t. */
+static void lp_script(struct lp_transcript *t, const char *dev,
+		      const struct lp_row *row)
+{
+	memset(t, 0, sizeof(*t));
+	t->dev = dev;
+	t->fd = -1;
+	if (!row->is_op)
+		lp_script_flavor(t, row->which);
+	else if (row->which <= LP_OP_READ)
+		lp_script_rmw(t, row->which);
+	else if (row->which == LP_OP_ATOMIC_FLOOR)
+		lp_script_floor(t, row->which);
+	else
+		lp_script_loop(t, row->which);
+	if (t->fd >= 0)
+		close(t->fd);
+}
+
+/* Whether @c and @r are the same; if not, @why says where they part. */
+static bool lp_same(const struct lp_transcript *c,
+		    const struct lp_transcript *r, char *why, size_t len)
+{
+	const struct lp_transcript *bad = c->open_err ? c : r;
+	int i;
+
+	if (c->open_err || r->open_err) {
+		snprintf(why, len, "cannot open %s: %s (counts as a difference)",
+			 bad->dev, strerror(bad->open_err));
+		return false;
+	}
+	if (c->full || r->full) {
+		snprintf(why, len, "the script outgrew LP_STEPS or LP_SYMS: raise them");
+		return false;
+	}
+	for (i = 0; i < c->steps && i < r->steps; i++) {
+		if (strcmp(c->step[i].what, r->step[i].what) ||
+		    strcmp(c->step[i].answer, r->step[i].answer)) {
+			snprintf(why, len,
+				 "first difference: step %d, %s: C %s, Rust %s", i + 1,
+				 c->step[i].what, c->step[i].answer,
+				 r->step[i].answer);
+			return false;
+		}
+	}
+	if (c->steps != r->steps) {
+		snprintf(why, len, "C made %d steps, Rust %d", c->steps, r->steps);
+		return false;
+	}
+	return true;
+}
+
+/* ---- the report -------------------------------------------------------- */
+
+/* Columns: row name, C API, Rust API, verdict; ~110 characters wide. */
+#define LP_ROW_FMT	"%-22s%-32s%-48s%s\n"
+/* Columns of the identify header: what, /dev/lockless_c, /dev/lockless_rust. */
+#define LP_ID_FMT	"%-22s%-28s%s\n"
+
+struct lp_answer {
 	int err;
 	struct lp_identify id;
 };
 
-static void identify(const char *path, struct answer *a)
+static void lp_identify(const char *path, struct lp_answer *a)
 {
 	int fd = open(path, O_RDWR | O_CLOEXEC);
 
@@ -32,42 +624,86 @@ static void identify(const char *path, struct answer *a)
 	close(fd);
 }
 
-static const char *yesno(const struct answer *a, int implemented)
+/* "3 of 6" implemented, or "-" for a device that did not answer. */
+static void lp_count(const struct lp_answer *a, unsigned long long mask,
+		     int all, char *buf, size_t len)
 {
 	if (a->err)
-		return "-";
-	return implemented ? "yes" : "no";
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%d of %d", __builtin_popcountll(mask), all);
+}
+
+static void lp_print_identify(const struct lp_answer *c,
+			      const struct lp_answer *r)
+{
+	char cs[LP_SYM], rs[LP_SYM];
+
+	printf(LP_ID_FMT, "", LP_DEV_C, LP_DEV_RUST);
+	printf(LP_ID_FMT, "module",
+	       c->err ? strerror(c->err) : c->id.name,
+	       r->err ? strerror(r->err) : r->id.name);
+	snprintf(cs, sizeof(cs), "%u", c->id.abi_version);
+	snprintf(rs, sizeof(rs), "%u", r->id.abi_version);
+	printf(LP_ID_FMT, "ABI version", c->err ? "-" : cs, r->err ? "-" : rs);
+	lp_count(c, c->id.flavors, LP_FLAVOR_COUNT, cs, sizeof(cs));
+	lp_count(r, r->id.flavors, LP_FLAVOR_COUNT, rs, sizeof(rs));
+	printf(LP_ID_FMT, "flavors implemented", cs, rs);
+	lp_count(c, c->id.ops, LP_OP_COUNT, cs, sizeof(cs));
+	lp_count(r, r->id.ops, LP_OP_COUNT, rs, sizeof(rs));
+	printf(LP_ID_FMT, "ops implemented", cs, rs);
+}
+
+/* Run @row on both devices and print its line. Return: true if the same. */
+static bool lp_print_row(const struct lp_row *row)
+{
+	static struct lp_transcript c, rust;
+	char why[2 * LP_WHAT + 2 * LP_ANSWER];
+	const char *verdict = "same";
+	bool same;
+
+	lp_script(&c, LP_DEV_C, row);
+	lp_script(&rust, LP_DEV_RUST, row);
+	same = lp_same(&c, &rust, why, sizeof(why));
+	if (!same)
+		verdict = c.open_err || rust.open_err ? "-" : "DIFFERS";
+	printf(LP_ROW_FMT,
+	       row->is_op ? op_names[row->which] : flavor_names[row->which],
+	       row->c_api, row->rust_api, verdict);
+	if (!same)
+		printf("    %s\n", why);
+	return same;
 }
 
 int main(void)
 {
-	struct answer c, rust;
-	char cv[16], rv[16];
-	int i, bad = 0;
+	struct lp_answer c, rust;
+	int differ = 0;
+	size_t i, n;
 
-	identify(LP_DEV_C, &c);
-	identify(LP_DEV_RUST, &rust);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	lp_identify(LP_DEV_C, &c);
+	lp_identify(LP_DEV_RUST, &rust);
+	lp_print_identify(&c, &rust);
 
-	printf("%-22s %-16s %-16s\n", "", LP_DEV_C, LP_DEV_RUST);
-	printf("%-22s %-16s %-16s\n", "module",
-	       c.err ? strerror(c.err) : c.id.name,
-	       rust.err ? strerror(rust.err) : rust.id.name);
-	snprintf(cv, sizeof(cv), "%u", c.id.abi_version);
-	snprintf(rv, sizeof(rv), "%u", rust.id.abi_version);
-	printf("%-22s %-16s %-16s\n", "ABI version",
-	       c.err ? "-" : cv, rust.err ? "-" : rv);
+	printf("\nEach row: one short script on a fresh open() of each device, every answer\n");
+	printf("compared (errnos, refcounts, released counts, arena counters, RMW and RUN\n");
+	printf("results; handles and ids by the order received, never times).\n");
+	for (i = 0; i < ARRAY_SIZE(lp_rows); i++) {
+		if (i == 0 || lp_rows[i].is_op != lp_rows[i - 1].is_op)
+			printf("\n" LP_ROW_FMT, lp_rows[i].is_op ? "op" : "flavor",
+			       "C API", "Rust API", "C vs Rust");
+		differ += !lp_print_row(&lp_rows[i]);
+		if (!lp_rows[i].is_op && i + 1 < ARRAY_SIZE(lp_rows) &&
+		    lp_rows[i + 1].is_op)
+			for (n = 0; n < ARRAY_SIZE(lp_tryget_note); n++)
+				printf("    %s\n", lp_tryget_note[n]);
+	}
 
-	printf("flavors:\n");
-	for (i = 0; i < LP_FLAVOR_COUNT; i++)
-		printf("  %-20s %-16s %-16s\n", flavor_names[i],
-		       yesno(&c, c.id.flavors & (1u << i)),
-		       yesno(&rust, rust.id.flavors & (1u << i)));
-	printf("ops:\n");
-	for (i = 0; i < LP_OP_COUNT; i++)
-		printf("  %-20s %-16s %-16s\n", op_names[i],
-		       yesno(&c, c.id.ops & (1ull << i)),
-		       yesno(&rust, rust.id.ops & (1ull << i)));
-
-	bad = c.err || rust.err;
-	return bad;
+	printf("\nC vs Rust: %zu of %zu rows the same", ARRAY_SIZE(lp_rows) - differ,
+	       ARRAY_SIZE(lp_rows));
+	if (differ)
+		printf(", %d differ (the first difference is under each)", differ);
+	printf("\n");
+	return differ || c.err || rust.err;
 }
