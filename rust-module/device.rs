@@ -429,8 +429,10 @@ fn fatal_signal_pending() -> bool {
 ///
 /// GET_PUT, LOOKUP_PUT and NEW_PUT hold their own reference to the handle's
 /// gadget for the whole loop, so a concurrent PUT of the handle cannot free it.
-/// C calls `cond_resched()` per iteration; Rust 7.3 has no binding for it, and on
-/// this kernel (`CONFIG_PREEMPTION`) the C call compiles to nothing as well.
+/// C calls `cond_resched()` per iteration; Rust 7.3 has no binding for it. On
+/// this kernel (`CONFIG_PREEMPTION`, no `CONFIG_PREEMPT_DYNAMIC`) the C call is
+/// only its debug check, `__might_resched()`, which `might_sleep()` performs
+/// here too.
 fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut r, writer) = copy_in::<uapi::lp_run>(arg)?;
     if r.op >= uapi::LP_OP_COUNT || r.value > u64::from(uapi::LP_RMW_VALUE_MAX) {
@@ -460,6 +462,7 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
         if fatal_signal_pending() {
             return Err(EINTR);
         }
+        kernel::task::might_sleep();
     }
     r.elapsed_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(0);
     r.completed = completed;
