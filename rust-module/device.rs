@@ -151,6 +151,18 @@ pub(crate) struct Arena {
     floor: Atomic<i32>,
 }
 
+impl Handles {
+    /// The slot of `handle`, if it is in the table's range.
+    fn slot(handle: u32) -> Option<usize> {
+        usize::try_from(handle).ok()?.checked_sub(1)
+    }
+
+    /// The reference `handle` holds, if it is a live handle.
+    fn get(&self, handle: u32) -> Option<&GadgetRef> {
+        self.slots.get(Self::slot(handle)?)?.as_ref()
+    }
+}
+
 impl Arena {
     fn new() -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
@@ -185,11 +197,7 @@ impl Arena {
     /// meanwhile.
     fn handle_get(&self, handle: u32) -> Result<GadgetRef> {
         let handles = self.handles.lock();
-        let slot = usize::try_from(handle).map_err(|_| EBADF)?.wrapping_sub(1);
-        match handles.slots.get(slot) {
-            Some(Some(g)) => Ok(g.get()),
-            _ => Err(EBADF),
-        }
+        handles.get(handle).map(GadgetRef::get).ok_or(EBADF)
     }
 
     /// `lp_handle_new()`: gives the caller's reference to a new handle, or puts it
@@ -222,8 +230,7 @@ impl Arena {
     /// reference.
     fn handle_take(&self, handle: u32) -> Option<GadgetRef> {
         let mut handles = self.handles.lock();
-        let slot = usize::try_from(handle).ok()?.wrapping_sub(1);
-        let g = handles.slots.get_mut(slot)?.take()?;
+        let g = handles.slots.get_mut(Handles::slot(handle)?)?.take()?;
         handles.held -= 1;
         Some(g)
     }
@@ -327,12 +334,7 @@ fn lp_stat(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut s, writer) = copy_in::<uapi::lp_stat>(arg)?;
     {
         let handles = arena.handles.lock();
-        let slot = usize::try_from(s.handle)
-            .map_err(|_| EBADF)?
-            .wrapping_sub(1);
-        let Some(Some(g)) = handles.slots.get(slot) else {
-            return Err(EBADF);
-        };
+        let g = handles.get(s.handle).ok_or(EBADF)?;
         s.refcount = g.refcount();
         s.id = g.id;
         s.parent_id = g.parent_id();
@@ -447,9 +449,7 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
         }
         _ => None,
     };
-    if r.op == uapi::LP_OP_LOOKUP_PUT
-        && (arena.flavor() == uapi::LP_FLAVOR_LOCKED || arena.flavor() == uapi::LP_FLAVOR_LOCKLESS)
-    {
+    if r.op == uapi::LP_OP_LOOKUP_PUT && !gadget::flavor_has_kids(arena.flavor()) {
         return Err(EOPNOTSUPP);
     }
 

@@ -21,7 +21,13 @@
 //! Release never recurses: [`GadgetRef::put`] drops the parent's reference in
 //! a loop, so a chain of any depth is freed in constant stack.
 
-use core::{cell::UnsafeCell, mem::ManuallyDrop, ops::Deref, pin::Pin, ptr::NonNull};
+use core::{
+    cell::UnsafeCell,
+    mem::ManuallyDrop,
+    ops::{Deref, DerefMut},
+    pin::Pin,
+    ptr::NonNull,
+};
 use kernel::{
     bindings,
     ffi::c_void,
@@ -122,7 +128,8 @@ impl Kids {
     }
 }
 
-fn flavor_has_kids(flavor: u32) -> bool {
+/// Whether `flavor` keeps weak child lists (LOOKUP works).
+pub(crate) fn flavor_has_kids(flavor: u32) -> bool {
     flavor != uapi::LP_FLAVOR_LOCKED && flavor != uapi::LP_FLAVOR_LOCKLESS
 }
 
@@ -349,18 +356,17 @@ impl Gadget {
         unsafe { bindings::refcount_dec_not_one(r.cast_mut().cast()) }
     }
 
-    /// `kref_put_mutex()`.
-    ///
-    /// `Mutex<T>` does not expose the `struct mutex` that
-    /// `refcount_dec_and_mutex_lock()` takes, so this is that function written
-    /// out: the lock-free `refcount_dec_not_one()` fast path, then the lock, then
-    /// `dec_and_test()` under it. Release ordering before the decrement, acquire
-    /// before the gadget is unlinked and freed.
-    fn put_kref_mutex(&self) -> bool {
+    /// The shape `refcount_dec_and_mutex_lock()` / `refcount_dec_and_lock()`
+    /// share, written out for whichever lock `lock` takes on the owner's list:
+    /// the lock-free `refcount_dec_not_one()` fast path, then the lock, then
+    /// `dec_and_test()` under it, unlinking the gadget if that was the last
+    /// reference. Release ordering before the decrement, acquire before the
+    /// gadget is unlinked and freed.
+    fn put_kref<G: DerefMut<Target = KVec<Weak>>>(&self, lock: impl FnOnce() -> G) -> bool {
         if self.dec_not_one() {
             return false;
         }
-        let mut list = self.owner().mutex.lock();
+        let mut list = lock();
         if !self.refcnt.dec_and_test() {
             return false;
         }
@@ -368,18 +374,19 @@ impl Gadget {
         true
     }
 
-    /// `kref_put_lock()`: as [`Self::put_kref_mutex`], with the spinlock
-    /// (`refcount_dec_and_lock()` written out).
+    /// `kref_put_mutex()`. `Mutex<T>` does not expose the `struct mutex` that
+    /// `refcount_dec_and_mutex_lock()` takes, so this is [`Self::put_kref`] with
+    /// the owner's mutex.
+    fn put_kref_mutex(&self) -> bool {
+        let owner = self.owner();
+        self.put_kref(|| owner.mutex.lock())
+    }
+
+    /// `kref_put_lock()`: [`Self::put_kref`] with the owner's spinlock
+    /// (`refcount_dec_and_lock()` written out, `SpinLock<T>` hides its lock too).
     fn put_kref_lock(&self) -> bool {
-        if self.dec_not_one() {
-            return false;
-        }
-        let mut list = self.owner().lock.lock();
-        if !self.refcnt.dec_and_test() {
-            return false;
-        }
-        list_remove(&mut list, self.weak());
-        true
+        let owner = self.owner();
+        self.put_kref(|| owner.lock.lock())
     }
 
     /// `kref_put_rwsem()`: the article's exercise. Lock-free while the count is
@@ -387,15 +394,8 @@ impl Gadget {
     /// upgrade weak references under `down_read()`, and the 1 -> 0 step is
     /// `dec_and_test()` under it.
     fn put_kref_rwsem(&self) -> bool {
-        if self.dec_not_one() {
-            return false;
-        }
-        let mut list = self.owner().rwsem.write();
-        if !self.refcnt.dec_and_test() {
-            return false;
-        }
-        list_remove(&mut list, self.weak());
-        true
+        let owner = self.owner();
+        self.put_kref(|| owner.rwsem.write())
     }
 
     /// One put in the arena's flavor (not LOCKLESS, which is `Arc`'s). Returns
