@@ -566,23 +566,22 @@ static void print_table(void)
 	int r, k;
 
 	printf("# === table ===\n");
-	printf("# arena: shared = all threads on one open file: one gadget, %s\n",
+	printf("# All threads share one open file: one gadget, %s\n",
 	       "one RMW variable, one floor counter;");
-	printf("# private = an open file, so a floor counter, per thread.\n");
+	printf("# except ATOMIC_FLOOR/private: an open file, so a counter, per thread.\n");
 	printf("# ns/op: median of the repetitions [min..max]; fail/op: %s\n",
 	       "failed cmpxchg attempts per op.");
-	printf("# %-24s %-7s %3s | %-24s %7s | %-24s %7s | %6s\n", "row",
-	       "arena", "thr", "C ns/op [min..max]", "fail/op",
-	       "Rust ns/op [min..max]", "fail/op", "Rust/C");
+	printf("# %-24s %3s | %-24s %7s | %-24s %7s | %6s\n", "row", "thr",
+	       "C ns/op [min..max]", "fail/op", "Rust ns/op [min..max]",
+	       "fail/op", "Rust/C");
 	for (r = 0; r < nr_rows; r++) {
 		for (k = 0; k < nr_counts; k++) {
 			const struct bench_cell *c = &cells[0][r][k];
 			const struct bench_cell *rs = &cells[1][r][k];
 
-			printf("# %-24s %-7s %3d | %-24s %7s | %-24s %7s | %6s\n",
-			       rows[r].label,
-			       rows[r].private ? "private" : "shared",
-			       counts[k], fmt_cell(c, a, sizeof(a)),
+			printf("# %-24s %3d | %-24s %7s | %-24s %7s | %6s\n",
+			       rows[r].label, counts[k],
+			       fmt_cell(c, a, sizeof(a)),
 			       fmt_fail(&rows[r], c, fa, sizeof(fa)),
 			       fmt_cell(rs, b, sizeof(b)),
 			       fmt_fail(&rows[r], rs, fb, sizeof(fb)),
