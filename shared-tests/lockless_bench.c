@@ -20,9 +20,10 @@
  * counter per thread, the uncontended floor; ATOMIC_FLOOR "shared" is the
  * contended one, every thread on one line.
  *
- * Iterations: calibrated once per row so that a single-thread run takes
- * about BENCH_MS milliseconds on the slower device; a cell of n threads
- * gives each thread 1/n of that, so every cell does the same total work.
+ * Iterations: calibrated per cell (a few short unrecorded runs on each
+ * device, which also warm it up) so that one run lasts about BENCH_MS
+ * milliseconds on the slower device, however contended the cell is; both
+ * devices then run the same number of iterations per thread.
  *
  * Output on stdout: KTAP, one result per cell ("ok" when every RUN of
  * every repetition succeeded, completed all it was asked and took a
@@ -61,8 +62,9 @@
 /* Defaults of BENCH_MS and BENCH_REPS. */
 #define BENCH_MS		40
 #define BENCH_REPS		5
-/* Calibration: one single-thread run of this many iterations per device. */
-#define BENCH_PROBE		2000
+/* Calibration: the first probe's iterations per thread, most probes. */
+#define BENCH_PROBE		200
+#define BENCH_PROBES		4
 /* Fewest iterations per thread of a measured run. */
 #define BENCH_MIN_ITERATIONS	200
 /* BENCH_QUICK: iterations per thread, repetitions. */
@@ -87,14 +89,12 @@ static struct bench_dev devs[BENCH_NR_DEVS] = {
  * @op: the enum lp_op of the RUN loop
  * @flavor: the arena's enum lp_flavor, or -1 for the default (RMW, floor)
  * @private: an open file per thread, else one for all threads
- * @iterations: of a single-thread run, calibrated
  */
 struct bench_row {
 	char label[32];
 	__u32 op;
 	int flavor;
 	bool private;
-	__u64 iterations;
 };
 
 /**
@@ -264,7 +264,7 @@ static int fix_open(const struct bench_dev *dev, const struct bench_row *row,
 		err = lp_call(fix->fd[0], LP_IOC_NEW, &child);
 	}
 	if (err) {
-		snprintf(why, len, "setting up %s: %s", row->label,
+		snprintf(why, len, "setting up %.31s: %s", row->label,
 			 strerror(-err));
 		fix_close(fix);
 		return err;
@@ -309,17 +309,28 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
+/**
+ * struct bench_sample - what one repetition measured
+ * @ns: ns/op, the threads' elapsed time over their completed ops
+ * @fail: failed cmpxchg attempts per op
+ * @wall: the longest thread's elapsed time, ns
+ */
+struct bench_sample {
+	double ns;
+	double fail;
+	double wall;
+};
+
 /*
  * One repetition: @n threads, one per CPU, start together and each run
- * @iterations of @row's op. Returns true if sane; *ns and *fail get the
- * repetition's ns/op and failed cmpxchg attempts per op.
+ * @iterations of @row's op. Returns true if sane, the numbers in @s.
  */
 static bool run_once(const struct bench_row *row, struct bench_fix *fix,
-		     int n, __u64 iterations, double *ns, double *fail,
+		     int n, __u64 iterations, struct bench_sample *s,
 		     char *why, size_t len)
 {
 	struct bench_thread t[BENCH_MAX_THREADS];
-	__u64 elapsed = 0, done = 0, failed = 0;
+	__u64 elapsed = 0, done = 0, failed = 0, wall = 0;
 	pthread_barrier_t start;
 	int i, err;
 
@@ -367,39 +378,53 @@ static bool run_once(const struct bench_row *row, struct bench_fix *fix,
 		elapsed += t[i].run.elapsed_ns;
 		done += t[i].run.completed;
 		failed += t[i].run.failed;
+		if (t[i].run.elapsed_ns > wall)
+			wall = t[i].run.elapsed_ns;
 	}
-	*ns = (double)elapsed / done;
-	*fail = (double)failed / done;
+	s->ns = (double)elapsed / done;
+	s->fail = (double)failed / done;
+	s->wall = wall;
 	return true;
 }
 
-/* Iterations of a single-thread run of @row: ~target_ms on either device. */
-static void calibrate(struct bench_row *row)
+/*
+ * Iterations per thread for a cell of @n threads: short runs on every
+ * device still in the cell, growing until one lasts a tenth of target_ms,
+ * then scaled to target_ms on the slowest device. A failing probe leaves
+ * the failure to the measured runs.
+ */
+static __u64 calibrate(const struct bench_row *row, struct bench_fix *fix,
+		       int n)
 {
-	double ns, fail, worst = 0;
-	struct bench_fix fix;
+	double want = target_ms * 1e6, slowest = 0;
+	__u64 it = BENCH_PROBE;
+	struct bench_sample s;
 	char why[128];
-	int d;
+	int d, probe;
 
-	row->iterations = BENCH_QUICK_ITERATIONS;
 	if (quick)
-		return;
-	for (d = 0; d < BENCH_NR_DEVS; d++) {
-		if (!dev_supports(&devs[d], row) ||
-		    fix_open(&devs[d], row, 1, &fix, why, sizeof(why)))
-			continue;
-		if (run_once(row, &fix, 1, BENCH_PROBE, &ns, &fail, why,
-			     sizeof(why)) && ns > worst)
-			worst = ns;
-		fix_close(&fix);
+		return BENCH_QUICK_ITERATIONS / n ? BENCH_QUICK_ITERATIONS / n : 1;
+	for (probe = 0; probe < BENCH_PROBES; probe++) {
+		slowest = 0;
+		for (d = 0; d < BENCH_NR_DEVS; d++) {
+			if (fix[d].nfd && run_once(row, &fix[d], n, it, &s, why,
+						   sizeof(why)) &&
+			    s.wall > slowest)
+				slowest = s.wall;
+		}
+		if (slowest <= 0 || slowest >= want / 10)
+			break;
+		it = it * (want / 10 / slowest) + 1;
+		if (it > LP_RUN_MAX_ITERATIONS)
+			it = LP_RUN_MAX_ITERATIONS;
 	}
-	row->iterations = BENCH_PROBE;
-	if (worst > 0)
-		row->iterations = target_ms * 1e6 / worst;
-	if (row->iterations < BENCH_MIN_ITERATIONS)
-		row->iterations = BENCH_MIN_ITERATIONS;
-	if (row->iterations > LP_RUN_MAX_ITERATIONS)
-		row->iterations = LP_RUN_MAX_ITERATIONS;
+	if (slowest > 0)
+		it = it * (want / slowest);
+	if (it < BENCH_MIN_ITERATIONS)
+		it = BENCH_MIN_ITERATIONS;
+	if (it > LP_RUN_MAX_ITERATIONS)
+		it = LP_RUN_MAX_ITERATIONS;
+	return it;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -457,20 +482,14 @@ static void measure(int r, int k)
 {
 	const struct bench_row *row = &rows[r];
 	struct bench_fix fix[BENCH_NR_DEVS];
+	struct bench_sample s;
 	int d, i, n = counts[k];
 	__u64 iterations;
 
 	memset(fix, 0, sizeof(fix));
-	iterations = row->iterations / n;
-	if (!quick && iterations < BENCH_MIN_ITERATIONS)
-		iterations = BENCH_MIN_ITERATIONS;
-	if (!iterations)
-		iterations = 1;
-
 	for (d = 0; d < BENCH_NR_DEVS; d++) {
 		struct bench_cell *c = &cells[d][r][k];
 
-		c->iterations = iterations;
 		c->state = CELL_SKIP;
 		if (!dev_supports(&devs[d], row))
 			continue;
@@ -478,18 +497,22 @@ static void measure(int r, int k)
 		if (fix_open(&devs[d], row, n, &fix[d], c->why, sizeof(c->why)))
 			c->state = CELL_BAD;
 	}
+	iterations = calibrate(row, fix, n);
 	for (i = 0; i < reps; i++) {
 		for (d = 0; d < BENCH_NR_DEVS; d++) {
 			struct bench_cell *c = &cells[d][r][k];
 
+			c->iterations = iterations;
 			if (c->state != CELL_OK)
 				continue;
-			if (!run_once(row, &fix[d], n, iterations,
-				      &c->ns[c->reps], &c->fail[c->reps],
-				      c->why, sizeof(c->why)))
+			if (!run_once(row, &fix[d], n, iterations, &s, c->why,
+				      sizeof(c->why))) {
 				c->state = CELL_BAD;
-			else
-				c->reps++;
+				continue;
+			}
+			c->ns[c->reps] = s.ns;
+			c->fail[c->reps] = s.fail;
+			c->reps++;
 		}
 	}
 	for (d = 0; d < BENCH_NR_DEVS; d++)
@@ -756,8 +779,8 @@ int main(int argc, char **argv)
 		printf("# BENCH_QUICK: %d iterations per thread, %d repetition: %s\n",
 		       BENCH_QUICK_ITERATIONS, reps, "sanity only, no claims");
 	else
-		printf("# %d repetitions per cell, ~%ld ms per single-thread run, %s\n",
-		       reps, target_ms, "n threads do 1/n each");
+		printf("# %d repetitions per cell, each run calibrated to ~%ld ms\n",
+		       reps, target_ms);
 	for (d = 0; d < BENCH_NR_DEVS; d++) {
 		identify(&devs[d]);
 		if (devs[d].err)
@@ -768,7 +791,6 @@ int main(int argc, char **argv)
 	}
 
 	for (r = 0; r < nr_rows; r++) {
-		calibrate(&rows[r]);
 		for (k = 0; k < nr_counts; k++) {
 			measure(r, k);
 			num = report_ktap(r, k, num);
