@@ -21,12 +21,7 @@ guest: KTAP per cell, then "# === table ===", "# === ratios ===" and
   - plots ns/op against threads with gnuplot to OUT_DIR/bench.png (one
     line per module x row, C solid, Rust dashed) and prints both paths.
 
-Instruction counts: a function's instructions are those whose addresses
-DWARF attributes to it, inlined callees included; where the compiler
-inlined the function, its largest inlined copy counts. Padding (nop, int3)
-does not count. Calls out of the module (mutex_lock, the C helpers behind
-Rust's atomics, ...) are counted as calls, not followed: their targets
-are listed in insns.txt.
+Instruction counts: see INSNS_HEADER below.
 """
 import csv
 import datetime
@@ -35,8 +30,19 @@ import re
 import subprocess
 import sys
 
-FLAVORS = ['LOCKED', 'LOCKLESS', 'WEAK_CMPXCHG', 'KREF_MUTEX', 'KREF_LOCK',
-           'KREF_RWSEM']
+INSNS_HEADER = """\
+Instructions of the functions behind each row of make bench's table, per
+module, from the DWARF of the .ko files the bench ran.
+
+A function's instructions are those whose addresses DWARF attributes to
+it, its inlined callees included; where the compiler inlined the function
+itself, its largest inlined copy counts. A row's count is the union over
+its functions. Padding (nop, int3) does not count. Calls are counted, not
+followed, on every path (cold ones too: panics, WARN, lockdep asserts);
+their targets are listed below ("?": an indirect call). Out of line in
+vmlinux: mutex_lock and friends, and the rust_helper_* C functions behind
+Rust's atomics, refcounts and locks (CONFIG_RUST_INLINE_HELPERS is off).
+"""
 
 # The functions behind each row, as C names and Rust (demangled) names.
 # README's C <-> Rust mapping: each Rust function mirrors the C one.
@@ -206,7 +212,10 @@ def disassemble(ko):
                                    re.sub(r'[-+]0x[0-9a-f]+$', '', tgt))
                 continue
             last = int(m.group(1), 16)
-            insns[last] = (mnem, None)
+            # A call inside the module needs no relocation: "<sym+0x..>".
+            local = re.search(r'<([^>+]+)(\+0x[0-9a-f]+)?>', m.group(3))
+            insns[last] = (mnem, local.group(1) if local and
+                           mnem.startswith('call') else None)
     return insns
 
 
@@ -257,6 +266,14 @@ class Module:
         return sorted(self.insns[a][1] or '?' for a in addrs
                       if self.insns[a][0].startswith('call'))
 
+    @staticmethod
+    def demangle(names):
+        rust = sorted({n for n in names if n.startswith('_R')})
+        if not rust:
+            return names
+        plain = dict(zip(rust, run(['llvm-cxxfilt'] + rust).splitlines()))
+        return [plain.get(n, n) for n in names]
+
     def count(self, names, legend):
         """(instructions, calls) of @names together; details to @legend."""
         union = set()
@@ -265,7 +282,7 @@ class Module:
             if addrs is None:
                 legend.append(f'      {n}: {how}')
                 continue
-            calls = self.calls(addrs)
+            calls = self.demangle(self.calls(addrs))
             legend.append(f'      {n}: {len(addrs)} instructions, '
                           f'{len(calls)} calls ({how})'
                           + (': ' + ', '.join(calls) if calls else ''))
@@ -311,8 +328,7 @@ def insn_counts(mod_dir, out_dir, rows):
                             r[0] if r else '', r[1] if r else '',
                             ' '.join(fns[0]), ' '.join(fns[1])])
     with open(os.path.join(out_dir, 'insns.txt'), 'w') as f:
-        f.write(__doc__.split('Instruction counts: ')[1])
-        f.write('\n' + '\n'.join(legend) + '\n')
+        f.write(INSNS_HEADER + '\n' + '\n'.join(legend) + '\n')
     return counts, []
 
 

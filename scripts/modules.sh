@@ -4,7 +4,9 @@
 #
 # -g adds DWARF to both modules (KCFLAGS=-g, KRUSTFLAGS=-Cdebuginfo=2),
 # which make bench reads to count each op's instructions, inlined or not.
-# Debug info does not change the generated code.
+# clang's code is the same with or without it; rustc's differs slightly
+# (measured: 16 bytes of 14 KB of .text), so make bench measures the very
+# binaries it counts.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 lp_in_root "$@"

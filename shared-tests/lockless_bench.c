@@ -473,6 +473,14 @@ static double cell_ns(int d, int r, int k)
 	return c->state == CELL_OK ? median(c->ns, c->reps) : 0;
 }
 
+/* Single-thread ns/op of row @r minus row @floor's, or 0 if either is missing. */
+static double net_ns(int d, int r, int floor)
+{
+	if (floor < 0 || !cell_ns(d, r, 0) || !cell_ns(d, floor, 0))
+		return 0;
+	return cell_ns(d, r, 0) - cell_ns(d, floor, 0);
+}
+
 /*
  * Measure every device's cell of @row at counts[@k]: the devices take
  * turns repetition by repetition, so that a slow phase of the host hits
@@ -658,6 +666,15 @@ static void print_ratios(void)
 						     cell_ns(0, r, k), q,
 						     sizeof(q)), counts[k]);
 		printf("\n");
+	}
+	printf("# Rust/C net of each module's ATOMIC_FLOOR/private (%s), 1 thread:\n",
+	       "its RUN loop and one atomic_inc");
+	for (r = 0; r < nr_rows; r++) {
+		if (rows[r].op == LP_OP_ATOMIC_FLOOR)
+			continue;
+		printf("#   Rust/C net %-24s %6s\n", rows[r].label,
+		       fmt_ratio(net_ns(1, r, floor_p), net_ns(0, r, floor_p),
+				 q, sizeof(q)));
 	}
 	printf("# each flavor's GET_PUT over LOCKED's, one shared gadget, %d threads:\n",
 	       maxn);
