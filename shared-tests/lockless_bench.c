@@ -33,8 +33,8 @@
  *
  * Environment (or -q): BENCH_QUICK=1, tiny fixed counts and one
  * repetition, for the smoke run of make check: every cell must produce a
- * sane number, nothing is claimed about speed. BENCH_MS=N (default 40),
- * BENCH_REPS=N (default 5).
+ * sane number, nothing is claimed about speed. BENCH_MS=N (default 200),
+ * BENCH_REPS=N (default 7).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -60,8 +60,8 @@
 #define BENCH_MAX_ROWS		40
 #define BENCH_NR_DEVS		2
 /* Defaults of BENCH_MS and BENCH_REPS. */
-#define BENCH_MS		40
-#define BENCH_REPS		5
+#define BENCH_MS		200
+#define BENCH_REPS		7
 /* Calibration: the first probe's iterations per thread, most probes. */
 #define BENCH_PROBE		200
 #define BENCH_PROBES		4
