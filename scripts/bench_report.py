@@ -464,6 +464,9 @@ def main():
         if h.startswith(('lockless_bench:', '/dev/', 'BENCH_QUICK',
                          'lockless_bench')) or 'repetitions' in h:
             print(f'  guest: {h}')
+    if os.environ.get('BENCH_QUICK', '0') != '0':
+        print('  BENCH_QUICK: a smoke run with tiny counts: every cell gave a '
+              'sane number, and the numbers mean nothing more.')
     if accel == 'tcg':
         print('  TCG emulates every atomic and does not model cache-line '
               'contention: absolute times are inflated and only ratios '
