@@ -363,24 +363,29 @@ def sections(lines):
 def plot(out_dir, rows, title):
     """bench.png: ns/op against threads, a panel per group of rows."""
     groups = [
-        ('GET\\_PUT, all threads on one gadget',
+        ('GET_PUT, all threads on one gadget',
          lambda r: r.startswith('GET_PUT/')),
-        ('LOOKUP\\_PUT and TRYGET\\_PUT, one gadget',
-         lambda r: r.startswith(('LOOKUP_PUT/', 'TRYGET_PUT/'))),
+        ('LOOKUP_PUT, one child of one parent',
+         lambda r: r.startswith('LOOKUP_PUT/')),
+        ('TRYGET_PUT, one gadget by id',
+         lambda r: r.startswith('TRYGET_PUT/')),
         ('RMW ops, one shared variable',
          lambda r: '/' not in r),
-        ('ATOMIC\\_FLOOR: private lines, one shared line',
+        ('ATOMIC_FLOOR: a line per thread, one shared line',
          lambda r: r.startswith('ATOMIC_FLOOR/')),
     ]
+    # One color per row of a panel (a panel has at most 8 rows).
+    colors = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd',
+              '#8c564b', '#e377c2', '#17becf']
     threads = sorted({int(r['threads']) for r in rows})
     labels = []
     for r in rows:
         if r['row'] not in labels:
             labels.append(r['row'])
     gp = [
-        'set terminal pngcairo size 1800,1300 font ",10"',
+        'set terminal pngcairo noenhanced size 1800,1900 font ",10"',
         f'set output "{os.path.join(out_dir, "bench.png")}"',
-        f'set multiplot layout 2,2 title "{title}"',
+        f'set multiplot layout 3,2 title "{title}"',
         'set logscale xy 2',
         'set xtics (' + ', '.join(f'"{t}" {t}' for t in threads) + ')',
         f'set xrange [{threads[0] * 0.9}:{threads[-1] * 1.1}]',
@@ -404,11 +409,10 @@ def plot(out_dir, rows, title):
                 data.append(f'${name} << EOD')
                 data += [f'{t} {ns}' for t, ns in sorted(pts)]
                 data.append('EOD')
-                key = label.replace('_', '\\_') + (' C' if mod == 'c'
-                                                   else ' Rust')
+                key = label + (' C' if mod == 'c' else ' Rust')
                 plots.append(f'${name} using 1:2 with linespoints lw 2 '
-                             f'dt {dt} lc {i + 1} pt {i % 8 + 1} '
-                             f'title "{key}"')
+                             f'dt {dt} lc rgb "{colors[i % len(colors)]}" '
+                             f'pt {i % 8 + 1} title "{key}"')
         gp.append(f'set title "{title_}"')
         gp.append('plot ' + ', \\\n     '.join(plots) if plots else
                   'plot 1/0 notitle')
@@ -419,8 +423,8 @@ def plot(out_dir, rows, title):
     term = subprocess.run(['gnuplot', '-e', 'set terminal pngcairo'],
                           capture_output=True)
     if term.returncode != 0:
-        # No cairo: the plain libgd terminal draws no dashes, so mark
-        # Rust's lines by their points instead.
+        # No cairo: the libgd terminal, which may draw no dashes; the key
+        # still says which line is which.
         with open(script) as f:
             text = f.read().replace('set terminal pngcairo', 'set terminal png')
         with open(script, 'w') as f:
@@ -456,7 +460,9 @@ def main():
 
     accel = os.environ.get('ACCEL', 'tcg')
     smp = os.environ.get('SMP', '4')
-    date = datetime.datetime.now().strftime('%Y-%m-%d %H:%M')
+    # When the guest wrote its results, not when this report ran.
+    date = datetime.datetime.fromtimestamp(os.path.getmtime(
+        os.path.join(run_dir, 'ktap.log'))).strftime('%Y-%m-%d %H:%M')
     print()
     print(f'make bench, {date}: kernel {kernel}; accelerator {accel.upper()}; '
           f'{smp} vCPUs on {host_cpus} host CPUs')
@@ -498,7 +504,7 @@ def main():
     print('\n'.join(sec.get('ratios', [])))
     print()
     title = (f'lockless-parity make bench {date}: {kernel}, {accel.upper()}, '
-             f'{smp} vCPUs. C solid, Rust dashed').replace('_', '\\_')
+             f'{smp} vCPUs. C solid, Rust dashed')
     png = plot(out_dir, rows, title)
     print(f'CSV:  {shown(csv_path)}')
     print(f'plot: {shown(png)}')
