@@ -3,15 +3,16 @@
 # Everything runs as root (mmdebstrap, mount namespaces, chroot) inside a
 # Debian toolchain root kept in $(LP_CACHE); nothing is installed on the
 # host except mmdebstrap. Variables: LP_CACHE, KDIR, ACCEL=kvm, TIMEOUT,
-# SMP, MEM, JOBS (see README.md).
+# SMP, MEM, JOBS, BENCH_QUICK (see README.md).
 
 S := scripts
 
-.PHONY: help check demo shell lint litmus toolchain kernel modules guest clean distclean
+.PHONY: help check demo bench shell lint litmus toolchain kernel modules guest clean distclean
 
 help:
 	@echo "make demo       boot the guest, load both modules, print their answers side by side"
 	@echo "make check      build everything needed, run all tests in QEMU, lint; ends 'N passed, N failed'"
+	@echo "make bench      ns/op of every op, C vs Rust, 1..N vCPUs, on a perf kernel: table, ratios, CSV, PNG"
 	@echo "make shell      boot the guest to a busybox shell with both .ko files and the test driver"
 	@echo "make lint       checkpatch --strict, rustfmt --check, clippy"
 	@echo "make litmus     check the article's ordering claims with herd7 and the kernel's memory model"
@@ -27,6 +28,9 @@ check:
 
 demo:
 	@$(S)/demo.sh
+
+bench:
+	@$(S)/bench.sh
 
 shell: guest
 	@$(S)/qemu.sh shell debug

@@ -1,9 +1,10 @@
 #!/bin/bash
 # check.sh: what `make check` runs. Bootstraps whatever is missing
 # (toolchain root, debug kernel), builds both modules and the guest, boots
-# it under QEMU, judges the run, lints, runs the litmus tests, and prints
-# the total as the last line: "N passed, N failed". Exit status is non-zero
-# on any failure.
+# it under QEMU, judges the run, boots it again for the bench's smoke run
+# (BENCH_QUICK=1: every cell must give a sane number), lints, runs the
+# litmus tests, and prints the total as the last line: "N passed, N
+# failed". Exit status is non-zero on any failure.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 lp_need_root "$@"
@@ -47,7 +48,7 @@ need() {
 	fi
 }
 
-lp_say "make check: toolchain root, $kind kernel, modules, guest, judge, lint, litmus"
+lp_say "make check: toolchain root, $kind kernel, modules, guest, judge, bench smoke, lint, litmus"
 need "toolchain root" "$S/toolchain.sh"
 if [ -z "${KDIR:-}" ]; then
 	need "$kind kernel" "$S/kernel.sh" "$kind"
@@ -59,6 +60,14 @@ need "QEMU run" "$S/qemu.sh" check "$kind"
 lp_say "judging the guest run"
 "$S/judge.sh" check "$kind" || true
 [ -f "$results/guest.counts" ] || extra_fail=$((extra_fail + 1))
+
+# Keeps make bench's path from rotting, on the kernel already built: tiny
+# counts, one repetition, no claims about speed (~1 min).
+lp_say "bench smoke run (BENCH_QUICK=1, $kind kernel): every cell a sane number"
+if BENCH_QUICK=1 "$S/qemu.sh" bench "$kind"; then
+	"$S/judge.sh" bench "$kind" || true
+fi
+[ -f "$results/guest-bench.counts" ] || extra_fail=$((extra_fail + 1))
 
 lp_say "lint"
 "$S/lint.sh" "$kind" || true

@@ -1,6 +1,7 @@
 #!/bin/bash
 # initramfs.sh [KIND]: build the static guest programs and pack the guest:
-# busybox-static, both modules, the test driver, the demo and /init.
+# busybox-static, both modules, the test driver, the demo, the bench and
+# /init.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 lp_in_root "$@"
@@ -24,6 +25,8 @@ gcc "${cflags[@]}" -o "$stage/bin/lockless_test" shared-tests/lockless_test.c ||
 	lp_die "compiling shared-tests/lockless_test.c failed"
 gcc "${cflags[@]}" -o "$stage/bin/lockless_demo" shared-tests/lockless_demo.c ||
 	lp_die "compiling shared-tests/lockless_demo.c failed"
+gcc "${cflags[@]}" -o "$stage/bin/lockless_bench" shared-tests/lockless_bench.c ||
+	lp_die "compiling shared-tests/lockless_bench.c failed"
 
 cp /bin/busybox "$stage/bin/busybox"
 ln -s busybox "$stage/bin/sh"

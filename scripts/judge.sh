@@ -1,6 +1,7 @@
 #!/bin/bash
 # judge.sh MODE [KIND]: judge the guest run build/guest-KIND/MODE with
-# scripts/judge.py and the kernel's KTAP parser; writes results/guest.counts.
+# scripts/judge.py and the kernel's KTAP parser; writes results/guest.counts
+# (check) or results/guest-MODE.counts (bench: its cells).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 lp_in_root "$@"
@@ -10,9 +11,13 @@ kind=${2:-debug}
 kdir=$(lp_kdir "$kind")
 ksrc=$(lp_ksrc "$kdir")
 mkdir -p "$LP_OUT/results"
+counts=$LP_OUT/results/guest.counts
+[ "$mode" = check ] || counts=$LP_OUT/results/guest-$mode.counts
 # A kernel with KUnit runs its suites (the Rust doctests) at boot: judge
-# their KTAP on the console as well.
+# their KTAP on the console as well, once (in the check run).
 kunit=()
-grep -qx 'CONFIG_KUNIT=y' "$kdir/.config" && kunit=(--kernel-ktap)
+if [ "$mode" = check ] && grep -qx 'CONFIG_KUNIT=y' "$kdir/.config"; then
+	kunit=(--kernel-ktap)
+fi
 exec python3 "$LP_REPO/scripts/judge.py" "$LP_OUT/guest-$kind/$mode" "$ksrc" \
-	"$LP_OUT/results/guest.counts" "${kunit[@]}"
+	"$counts" "${kunit[@]}"

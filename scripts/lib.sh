@@ -5,6 +5,8 @@
 LP_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=../kernel-config/kernel.env
 . "$LP_REPO/kernel-config/kernel.env"
+# shellcheck source=../kernel-config/tools.env
+. "$LP_REPO/kernel-config/tools.env"
 
 LP_CACHE=${LP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lockless-parity}
 LP_ROOT=$LP_CACHE/root          # the trixie toolchain root

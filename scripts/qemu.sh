@@ -1,26 +1,28 @@
 #!/bin/bash
 # qemu.sh MODE [KIND]: boot the guest of KIND (default debug) in QEMU with
-# /init in lp.mode=MODE (check, demo, shell); serial logs go to
+# /init in lp.mode=MODE (check, demo, bench, shell); serial logs go to
 # build/guest-KIND/MODE/. TCG by default, ACCEL=kvm opt-in.
 #
 # Environment: TIMEOUT (s; default 3600 for check, whose run takes ~30 min
-# under TCG, 600 otherwise), SMP (default 4), MEM (default 2G), RACE_PUTS
-# (in-kernel racing final puts per flavor; default 100,000).
+# under TCG, 900 for bench, 600 otherwise), SMP (default 4), MEM (default
+# 2G), RACE_PUTS (in-kernel racing final puts per flavor; default 100,000),
+# BENCH_QUICK, BENCH_MS, BENCH_REPS (the bench driver's, see
+# shared-tests/lockless_bench.c).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 lp_in_root "$@"
 
-mode=${1:?usage: qemu.sh check|demo|shell [KIND]}
+mode=${1:?usage: qemu.sh check|demo|bench|shell [KIND]}
 kind=${2:-debug}
 kdir=$(lp_kdir "$kind")
 guest=$LP_OUT/guest-$kind
 bz=$kdir/arch/x86/boot/bzImage
 initrd=$guest/initramfs.cpio.gz
-if [ "$mode" = check ]; then
-	timeout=${TIMEOUT:-3600}
-else
-	timeout=${TIMEOUT:-600}
-fi
+case $mode in
+check) timeout=${TIMEOUT:-3600} ;;
+bench) timeout=${TIMEOUT:-900} ;;
+*) timeout=${TIMEOUT:-600} ;;
+esac
 run=$guest/$mode
 
 command -v qemu-system-x86_64 >/dev/null ||
@@ -40,6 +42,14 @@ esac
 append="console=ttyS0 panic=-1 panic_on_warn=1 softlockup_panic=1 lp.mode=$mode"
 # A soak run: more racing final puts per flavor than make check's default.
 [ -z "${RACE_PUTS:-}" ] || append+=" lp.env.LP_RACE_PUTS=$RACE_PUTS"
+if [ "$mode" = bench ]; then
+	# The debug kernel's KUnit suites (make check judges them) would only
+	# slow the bench's boot.
+	append+=" kunit.enable=0"
+	for v in BENCH_QUICK BENCH_MS BENCH_REPS; do
+		[ -z "${!v:-}" ] || append+=" lp.env.$v=${!v}"
+	done
+fi
 qemu=(qemu-system-x86_64 "${accel[@]}" -smp "${SMP:-4}" -m "${MEM:-2G}"
 	-no-reboot -kernel "$bz" -initrd "$initrd" -append "$append")
 
@@ -61,7 +71,7 @@ qpid=$!
 trap 'kill -KILL $qpid 2>/dev/null || true' EXIT INT TERM
 
 # Progress: echo test results as the guest prints them.
-if [ "$mode" = check ]; then
+if [ "$mode" = check ] || { [ "$mode" = bench ] && [ "${BENCH_QUICK:-0}" = 0 ]; }; then
 	tail -n +1 -F --pid=$qpid "$run/ktap.log" 2>/dev/null |
 		grep --line-buffered -E '^(not )?ok ' | sed -u 's/^/  guest: /' &
 fi

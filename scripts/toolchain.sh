@@ -6,8 +6,9 @@ set -euo pipefail
 lp_need_root "$@"
 
 stamp=$LP_ROOT/.lp-stamp
+packages="$LP_ROOT_PACKAGES $LP_ROOT_TOOLS"
 want=$(printf '%s\n' "$LP_SUITE" "$LP_KERNEL_SUITE" "$LP_KERNEL_PACKAGE" \
-	"$LP_ROOT_PACKAGES" | sha256sum | cut -c1-16)
+	"$packages" | sha256sum | cut -c1-16)
 mirror=$(lp_mirror)
 noexpire='Acquire::Check-Valid-Until "false";'
 
@@ -15,7 +16,8 @@ verify() {
 	local missing=()
 	local t
 	for t in rustc bindgen clang ld.lld llvm-objdump rustfmt clippy-driver \
-		busybox qemu-system-x86_64 python3 cpio gcc; do
+		llvm-dwarfdump llvm-cxxfilt busybox qemu-system-x86_64 python3 cpio gcc \
+		gnuplot-nox; do
 		[ -x "$LP_ROOT/usr/bin/$t" ] || missing+=("$t")
 	done
 	[ -f "$LP_ROOT$LP_KERNEL_TARBALL" ] || missing+=("$LP_KERNEL_TARBALL")
@@ -61,7 +63,7 @@ if [ ! -x "$LP_ROOT/usr/bin/apt-get" ]; then
 	# shellcheck disable=SC2086
 	if ! unshare --mount --propagation private -- mmdebstrap --variant=apt --quiet \
 		--aptopt="$noexpire" \
-		--include="$(echo $LP_ROOT_PACKAGES | tr ' ' ,)" \
+		--include="$(echo $packages | tr ' ' ,)" \
 		"$LP_SUITE" "$LP_ROOT.tmp" \
 		"deb $mirror $LP_SUITE main" "deb $mirror $LP_KERNEL_SUITE main"; then
 		rm -rf --one-file-system "$LP_ROOT.tmp"
@@ -75,9 +77,9 @@ lp_say "refreshing the root's package lists"
 "$LP_REPO/scripts/inroot.sh" --net "apt-get update -qq" ||
 	lp_die "apt-get update inside the root failed: is $mirror reachable?"
 
-lp_say "installing $LP_ROOT_PACKAGES (where missing)"
+lp_say "installing $packages (where missing)"
 "$LP_REPO/scripts/inroot.sh" --net \
-	"DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $LP_ROOT_PACKAGES >/dev/null" ||
+	"DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null" ||
 	lp_die "installing the toolchain packages inside the root failed"
 
 cand=$("$LP_REPO/scripts/inroot.sh" "apt-cache policy $LP_KERNEL_PACKAGE" |

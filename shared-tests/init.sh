@@ -4,6 +4,8 @@
 #
 #   lp.mode=check  run the test driver (KTAP on /dev/ttyS1)
 #   lp.mode=demo   run the side-by-side report (on /dev/ttyS1)
+#   lp.mode=bench  run the bench driver (KTAP, table, CSV on /dev/ttyS1;
+#                  lp.env.BENCH_QUICK=1 for make check's smoke run)
 #   lp.mode=shell  an interactive shell on the console, nothing else
 #
 # Lines starting "lp-init:" are for the judge (scripts/judge.py): a
@@ -47,8 +49,12 @@ check)
 demo)
 	/bin/lockless_demo >$out 2>&1 || fail "lockless_demo exited $?"
 	;;
+bench)
+	/bin/lockless_bench >$out 2>&1 || fail "lockless_bench exited $?"
+	;;
 shell)
-	echo "lp-init: both modules are loaded; /bin/lockless_test runs the tests."
+	echo "lp-init: both modules are loaded; /bin/lockless_test runs the tests,"
+	echo "lp-init: /bin/lockless_bench the bench (BENCH_QUICK=1 for a quick one)."
 	echo "lp-init: rmmod/insmod /modules/*.ko by hand; 'poweroff -f' leaves."
 	setsid cttyhack sh
 	;;

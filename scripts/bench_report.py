@@ -1,0 +1,521 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""bench_report.py: the host side of `make bench`, run inside the root.
+
+    bench_report.py RUN_DIR MODULES_DIR OUT_DIR KERNEL_DESC HOST_CPUS HOST_REPO
+
+(HOST_REPO: where the repository, /lp/src in the root, is on the host,
+for the paths printed at the end.)
+
+RUN_DIR/ktap.log holds what shared-tests/lockless_bench.c printed in the
+guest: KTAP per cell, then "# === table ===", "# === ratios ===" and
+"# === csv ===" sections. This script
+
+  - writes the CSV to OUT_DIR/bench.csv,
+  - counts, from the DWARF of MODULES_DIR/*.ko (built with modules.sh -g),
+    the instructions of the functions behind each row in each module, and
+    writes them to OUT_DIR/insns.csv and, function by function with the
+    calls they make, to OUT_DIR/insns.txt,
+  - prints the run header (date, kernel, accelerator, vCPUs), the guest's
+    table with the instruction counts as a last column, and the ratios,
+  - plots ns/op against threads with gnuplot to OUT_DIR/bench.png (one
+    line per module x row, C solid, Rust dashed) and prints both paths.
+
+Instruction counts: see INSNS_HEADER below.
+"""
+import csv
+import datetime
+import os
+import re
+import subprocess
+import sys
+
+INSNS_HEADER = """\
+Instructions of the functions behind each row of make bench's table, per
+module, from the DWARF of the .ko files the bench ran.
+
+A function's instructions are those whose addresses DWARF attributes to
+it, its inlined callees included; where the compiler inlined the function
+itself, its largest inlined copy counts. A row's count is the union over
+its functions. Padding (nop, int3) does not count. Calls are counted, not
+followed, on every path (cold ones too: panics, WARN, lockdep asserts);
+their targets are listed below ("?": an indirect call). Out of line in
+vmlinux: mutex_lock and friends, and the rust_helper_* C functions behind
+Rust's atomics, refcounts and locks (CONFIG_RUST_INLINE_HELPERS is off).
+"""
+
+# The functions behind each row, as C names and Rust (demangled) names.
+# README's C <-> Rust mapping: each Rust function mirrors the C one.
+RG = 'lockless_rust::gadget::'
+RR = 'lockless_rust::rmw::'
+RD = 'lockless_rust::device::'
+C_GET = ['lp_gadget_get']
+R_GET = ['<' + RG + 'GadgetRef>::get']
+PUT = {
+    'LOCKED': (['lp_put_locked'], ['<' + RG + 'Gadget>::put_locked']),
+    'LOCKLESS': (['lp_put_lockless'],
+                 [RG + 'put_lockless',
+                  '<kernel::sync::arc::Arc<' + RG + 'Gadget>>::drop_with::<'
+                  + RG + 'put_lockless::{closure#0}>']),
+    'WEAK_CMPXCHG': (['lp_put_weak_cmpxchg'],
+                     ['<' + RG + 'Gadget>::put_weak_cmpxchg']),
+    'KREF_MUTEX': (['kref_put_mutex', 'lp_release_mutex'],
+                   ['<' + RG + 'Gadget>::put_kref_mutex']),
+    'KREF_LOCK': (['kref_put_lock', 'lp_release_lock'],
+                  ['<' + RG + 'Gadget>::put_kref_lock']),
+    'KREF_RWSEM': (['kref_put_rwsem', 'lp_release_rwsem'],
+                   ['<' + RG + 'Gadget>::put_kref_rwsem']),
+}
+RMW = ['max_cmpxchg', 'max_jbd2', 'max_locked', 'inc_not_zero_cmpxchg',
+       'inc_not_zero_builtin', 'fetch_inc_cmpxchg']
+# What every row runs through: the RUN loop and its dispatch.
+LOOP = (['lp_run', 'lp_run_one'], [RD + 'lp_run', RD + 'lp_run_one'])
+
+
+def functions_of(row):
+    """(C functions, Rust functions) behind a row label, or None."""
+    op, _, flavor = row.partition('/')
+    if op == 'GET_PUT' and flavor in PUT:
+        return C_GET + PUT[flavor][0], R_GET + PUT[flavor][1]
+    if op == 'LOOKUP_PUT':
+        return ['lp_gadget_lookup'], ['<' + RG + 'Gadget>::lookup',
+                                      RG + 'upgrade']
+    if op == 'TRYGET_PUT':
+        return ['lp_gadget_tryget'], [RG + 'tryget']
+    if op.lower() in RMW:
+        return ['lp_' + op.lower()], [RR + op.lower()]
+    return None
+
+
+def run(cmd):
+    return subprocess.run(cmd, check=True, capture_output=True,
+                          text=True).stdout
+
+
+# ------------------------------------------------------------------ DWARF
+
+DIE_RE = re.compile(r'^(0x[0-9a-f]+):(\s+)(DW_TAG_\w+|NULL)')
+ATTR_RE = re.compile(r'^\s+(DW_AT_\w+)\s+\((.*)$')
+RANGE_RE = re.compile(r'\[(0x[0-9a-f]+), (0x[0-9a-f]+)\)(?:\s+"([^"]+)")?')
+REF_RE = re.compile(r'^(0x[0-9a-f]+)')
+STR_RE = re.compile(r'^"(.*)"\)?$')
+PC_RE = re.compile(r'^(0x[0-9a-f]+)(?:\s+"([^"]+)")?\)')
+
+
+def parse_dies(ko):
+    """The DIEs of @ko: {offset: {'tag', 'depth', 'parent', attrs...}}."""
+    dies = {}
+    stack = []
+    cur = None
+    attr = None
+    for line in run(['llvm-dwarfdump', '--debug-info', ko]).splitlines():
+        m = DIE_RE.match(line)
+        if m:
+            depth = len(m.group(2))
+            attr = None
+            if m.group(3) == 'NULL':
+                cur = None
+                continue
+            while stack and stack[-1][0] >= depth:
+                stack.pop()
+            cur = {'tag': m.group(3),
+                   'parent': stack[-1][1] if stack else None}
+            dies[int(m.group(1), 16)] = cur
+            stack.append((depth, int(m.group(1), 16)))
+            continue
+        if cur is None:
+            continue
+        m = ATTR_RE.match(line)
+        if m:
+            attr = m.group(1)
+            cur[attr] = m.group(2)
+        elif attr and line.strip():
+            cur[attr] += '\n' + line.strip()
+    return dies
+
+
+def die_ranges(d):
+    """[(lo, hi)] of a concrete DIE in .text, or []."""
+    if 'DW_AT_ranges' in d:
+        out = []
+        for lo, hi, sec in RANGE_RE.findall(d['DW_AT_ranges']):
+            if sec in ('', '.text'):
+                out.append((int(lo, 16), int(hi, 16)))
+        return out
+    if 'DW_AT_low_pc' in d and 'DW_AT_high_pc' in d:
+        lo = PC_RE.match(d['DW_AT_low_pc'])
+        hi = PC_RE.match(d['DW_AT_high_pc'])
+        if lo and hi and lo.group(2) in (None, '.text'):
+            return [(int(lo.group(1), 16), int(hi.group(1), 16))]
+    return []
+
+
+class Names:
+    """Qualified names of DIEs: demangled linkage names, else the scopes."""
+
+    def __init__(self, dies):
+        self.dies = dies
+        mangled = set()
+        for d in dies.values():
+            s = STR_RE.match(d.get('DW_AT_linkage_name', ''))
+            if s:
+                mangled.add(s.group(1))
+        mangled = sorted(mangled)
+        demangled = run(['llvm-cxxfilt'] + mangled).splitlines() \
+            if mangled else []
+        self.demangle = dict(zip(mangled, demangled))
+
+    def of(self, off, seen=0):
+        d = self.dies.get(off)
+        if d is None or seen > 8:
+            return None
+        for ref in ('DW_AT_abstract_origin', 'DW_AT_specification'):
+            if ref in d:
+                m = REF_RE.match(d[ref])
+                if m:
+                    return self.of(int(m.group(1), 16), seen + 1)
+        s = STR_RE.match(d.get('DW_AT_linkage_name', ''))
+        if s:
+            return self.demangle.get(s.group(1), s.group(1))
+        s = STR_RE.match(d.get('DW_AT_name', ''))
+        if not s:
+            return None
+        scopes = [s.group(1)]
+        p = d['parent']
+        while p is not None and self.dies[p]['tag'] != 'DW_TAG_compile_unit':
+            n = STR_RE.match(self.dies[p].get('DW_AT_name', ''))
+            scopes.append(n.group(1) if n else '?')
+            p = self.dies[p]['parent']
+        return '::'.join(reversed(scopes))
+
+
+PREFIXES = ('lock', 'rep', 'repe', 'repne', 'notrack')
+
+
+def disassemble(ko):
+    """{address: (mnemonic, call target or None)} of @ko's .text."""
+    insns = {}
+    last = None
+    out = run(['llvm-objdump', '-d', '-r', '--no-show-raw-insn',
+               '--section=.text', ko])
+    for line in out.splitlines():
+        m = re.match(r'^\s*([0-9a-f]+):\s+(\S+)(.*)$', line)
+        if m:
+            mnem = m.group(2)
+            if mnem in PREFIXES and not m.group(3).strip():
+                continue  # a prefix printed alone: part of the next one
+            if mnem.startswith('R_X86_64'):
+                # A relocation line: the target of the call above it.
+                tgt = line.split()[-1]
+                if last is not None and insns[last][0].startswith('call'):
+                    insns[last] = (insns[last][0],
+                                   re.sub(r'[-+]0x[0-9a-f]+$', '', tgt))
+                continue
+            last = int(m.group(1), 16)
+            # A call inside the module needs no relocation: "<sym+0x..>".
+            local = re.search(r'<([^>+]+)(\+0x[0-9a-f]+)?>', m.group(3))
+            insns[last] = (mnem, local.group(1) if local and
+                           mnem.startswith('call') else None)
+    return insns
+
+
+def is_padding(mnem):
+    return mnem.startswith('nop') or mnem == 'int3'
+
+
+class Module:
+    """Instruction counts of the functions of one .ko."""
+
+    def __init__(self, ko):
+        self.insns = disassemble(ko)
+        dies = parse_dies(ko)
+        names = Names(dies)
+        # name -> [(instance address set, inlined?)]
+        self.instances = {}
+        for off, d in dies.items():
+            if d['tag'] not in ('DW_TAG_subprogram',
+                                'DW_TAG_inlined_subroutine'):
+                continue
+            rng = die_ranges(d)
+            if not rng:
+                continue
+            name = names.of(off)
+            if not name:
+                continue
+            addrs = {a for a, (mn, _) in self.insns.items()
+                     if not is_padding(mn)
+                     and any(lo <= a < hi for lo, hi in rng)}
+            if addrs:
+                self.instances.setdefault(name, []).append(
+                    (addrs, d['tag'] == 'DW_TAG_inlined_subroutine'))
+
+    def function(self, name):
+        """(address set, how) of @name's largest copy, or (None, why)."""
+        inst = self.instances.get(name)
+        if not inst:
+            return None, 'not in the DWARF'
+        addrs, inlined = max(inst, key=lambda i: len(i[0]))
+        if inlined:
+            how = f'inlined, largest of {len(inst)} copies' \
+                if len(inst) > 1 else 'inlined'
+        else:
+            how = 'out of line'
+        return addrs, how
+
+    def calls(self, addrs):
+        return sorted(self.insns[a][1] or '?' for a in addrs
+                      if self.insns[a][0].startswith('call'))
+
+    @staticmethod
+    def demangle(names):
+        rust = sorted({n for n in names if n.startswith('_R')})
+        if not rust:
+            return names
+        plain = dict(zip(rust, run(['llvm-cxxfilt'] + rust).splitlines()))
+        return [plain.get(n, n) for n in names]
+
+    def count(self, names, legend):
+        """(instructions, calls) of @names together; details to @legend."""
+        union = set()
+        for n in names:
+            addrs, how = self.function(n)
+            if addrs is None:
+                legend.append(f'      {n}: {how}')
+                continue
+            calls = self.demangle(self.calls(addrs))
+            legend.append(f'      {n}: {len(addrs)} instructions, '
+                          f'{len(calls)} calls ({how})'
+                          + (': ' + ', '.join(calls) if calls else ''))
+            union |= addrs
+        if not union:
+            return None
+        return len(union), len(self.calls(union))
+
+
+def insn_counts(mod_dir, out_dir, rows):
+    """{row: ((c insns, calls), (rust insns, calls))}; writes the files."""
+    kos = [os.path.join(mod_dir, k) for k in
+           ('lockless_c.ko', 'lockless_rust.ko')]
+    try:
+        mods = [Module(k) for k in kos]
+    except (OSError, subprocess.CalledProcessError) as e:
+        print(f'instruction counts unavailable: {e}')
+        return {}, []
+    if not any(m.instances for m in mods):
+        return {}, ['instruction counts unavailable: the modules carry no '
+                    'DWARF (build them with scripts/modules.sh KIND -g)']
+    legend = []
+    counts = {}
+    todo = [(r, functions_of(r)) for r in rows]
+    todo.append(('RUN loop (every row)', LOOP))
+    for row, fns in todo:
+        if fns is None:
+            continue
+        legend.append(row)
+        got = []
+        for name, mod, names in zip(('C', 'Rust'), mods, fns):
+            legend.append(f'  {name}:')
+            got.append(mod.count(names, legend))
+        counts[row] = tuple(got)
+    with open(os.path.join(out_dir, 'insns.csv'), 'w', newline='') as f:
+        w = csv.writer(f)
+        w.writerow(['row', 'c_insns', 'c_calls', 'rust_insns', 'rust_calls',
+                    'c_functions', 'rust_functions'])
+        for row, fns in todo:
+            if row in counts:
+                c, r = counts[row]
+                w.writerow([row, c[0] if c else '', c[1] if c else '',
+                            r[0] if r else '', r[1] if r else '',
+                            ' '.join(fns[0]), ' '.join(fns[1])])
+    with open(os.path.join(out_dir, 'insns.txt'), 'w') as f:
+        f.write(INSNS_HEADER + '\n' + '\n'.join(legend) + '\n')
+    return counts, []
+
+
+def fmt_insns(pair):
+    if not pair:
+        return '-'
+    c, r = pair
+
+    def one(x):
+        return f'{x[0]}({x[1]})' if x else '-'
+    return f'{one(c)} / {one(r)}'
+
+
+# ------------------------------------------------------------------ report
+
+def sections(lines):
+    """{'head': [...], 'table': [...], ...} from the guest's output."""
+    out = {'head': []}
+    cur = 'head'
+    for line in lines:
+        m = re.match(r'^# === (\w+) ===$', line)
+        if m:
+            cur = m.group(1)
+            out[cur] = []
+        elif line.startswith('# '):
+            out.setdefault(cur, []).append(line[2:])
+        elif line == '#':
+            out.setdefault(cur, []).append('')
+    return out
+
+
+def plot(out_dir, rows, title):
+    """bench.png: ns/op against threads, a panel per group of rows."""
+    groups = [
+        ('GET_PUT, all threads on one gadget',
+         lambda r: r.startswith('GET_PUT/')),
+        ('LOOKUP_PUT, one child of one parent',
+         lambda r: r.startswith('LOOKUP_PUT/')),
+        ('TRYGET_PUT, one gadget by id',
+         lambda r: r.startswith('TRYGET_PUT/')),
+        ('RMW ops, one shared variable',
+         lambda r: '/' not in r),
+        ('ATOMIC_FLOOR: a line per thread, one shared line',
+         lambda r: r.startswith('ATOMIC_FLOOR/')),
+    ]
+    # One color per row of a panel (a panel has at most 8 rows).
+    colors = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd',
+              '#8c564b', '#e377c2', '#17becf']
+    threads = sorted({int(r['threads']) for r in rows})
+    labels = []
+    for r in rows:
+        if r['row'] not in labels:
+            labels.append(r['row'])
+    gp = [
+        'set terminal pngcairo noenhanced size 1800,1900 font ",10"',
+        f'set output "{os.path.join(out_dir, "bench.png")}"',
+        f'set multiplot layout 3,2 title "{title}"',
+        'set logscale xy 2',
+        'set xtics (' + ', '.join(f'"{t}" {t}' for t in threads) + ')',
+        f'set xrange [{threads[0] * 0.9}:{threads[-1] * 1.1}]',
+        'set xlabel "threads (one per vCPU)"',
+        'set ylabel "ns/op (median)"',
+        'set ytics format "%g"',
+        'set key outside right top font ",8"',
+        'set grid',
+    ]
+    data = []
+    for title_, pick in groups:
+        plots = []
+        for i, label in enumerate(x for x in labels if pick(x)):
+            for mod, dt in (('c', 1), ('rust', 2)):
+                pts = [(int(r['threads']), float(r['ns_op_median']))
+                       for r in rows if r['row'] == label
+                       and r['module'] == mod and r['sane'] == '1']
+                if not pts:
+                    continue
+                name = f'd{len(data)}'
+                data.append(f'${name} << EOD')
+                data += [f'{t} {ns}' for t, ns in sorted(pts)]
+                data.append('EOD')
+                key = label + (' C' if mod == 'c' else ' Rust')
+                plots.append(f'${name} using 1:2 with linespoints lw 2 '
+                             f'dt {dt} lc rgb "{colors[i % len(colors)]}" '
+                             f'pt {i % 8 + 1} title "{key}"')
+        gp.append(f'set title "{title_}"')
+        gp.append('plot ' + ', \\\n     '.join(plots) if plots else
+                  'plot 1/0 notitle')
+    gp.append('unset multiplot')
+    script = os.path.join(out_dir, 'bench.gp')
+    with open(script, 'w') as f:
+        f.write('\n'.join(data + gp) + '\n')
+    term = subprocess.run(['gnuplot', '-e', 'set terminal pngcairo'],
+                          capture_output=True)
+    if term.returncode != 0:
+        # No cairo: the libgd terminal, which may draw no dashes; the key
+        # still says which line is which.
+        with open(script) as f:
+            text = f.read().replace('set terminal pngcairo', 'set terminal png')
+        with open(script, 'w') as f:
+            f.write(text)
+    subprocess.run(['gnuplot', script], check=True)
+    return os.path.join(out_dir, 'bench.png')
+
+
+def main():
+    run_dir, mod_dir, out_dir, kernel, host_cpus, host_repo = sys.argv[1:7]
+
+    def shown(path):
+        return os.path.join(host_repo, os.path.relpath(path, os.getcwd()))
+
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(run_dir, 'ktap.log'), errors='replace') as f:
+        lines = [l.rstrip('\r\n') for l in f]
+    sec = sections(lines)
+    if 'csv' not in sec or not sec['csv']:
+        print(f'no CSV in {run_dir}/ktap.log: the bench did not finish '
+              '(see console.log there)')
+        return 1
+
+    csv_path = os.path.join(out_dir, 'bench.csv')
+    with open(csv_path, 'w') as f:
+        f.write('\n'.join(sec['csv']) + '\n')
+    with open(csv_path) as f:
+        rows = list(csv.DictReader(f))
+    labels = []
+    for r in rows:
+        if r['row'] not in labels:
+            labels.append(r['row'])
+
+    accel = os.environ.get('ACCEL', 'tcg')
+    smp = os.environ.get('SMP', '4')
+    # When the guest wrote its results, not when this report ran.
+    date = datetime.datetime.fromtimestamp(os.path.getmtime(
+        os.path.join(run_dir, 'ktap.log'))).strftime('%Y-%m-%d %H:%M')
+    print()
+    print(f'make bench, {date}: kernel {kernel}; accelerator {accel.upper()}; '
+          f'{smp} vCPUs on {host_cpus} host CPUs')
+    for h in sec['head']:
+        if h.startswith(('lockless_bench:', '/dev/', 'BENCH_QUICK',
+                         'lockless_bench')) or 'repetitions' in h:
+            print(f'  guest: {h}')
+    if os.environ.get('BENCH_QUICK', '0') != '0':
+        print('  BENCH_QUICK: a smoke run with tiny counts: every cell gave a '
+              'sane number, and the numbers mean nothing more.')
+    if accel == 'tcg':
+        print('  TCG emulates every atomic and does not model cache-line '
+              'contention: absolute times are inflated and only ratios '
+              'within this one boot are claims.')
+    if int(smp) > int(host_cpus):
+        print(f'  {smp} vCPUs share {host_cpus} host CPUs: cells with more '
+              f'than {host_cpus} threads also measure the host time-sharing '
+              'the vCPUs.')
+
+    counts, notes = insn_counts(mod_dir, out_dir, labels)
+    print()
+    for t in sec.get('table', []):
+        head = t.startswith('row ')
+        m = re.match(r'^(\S+)\s+(\d+) \|', t)
+        if head:
+            print(f'{t} | insns(calls) C / Rust')
+        elif m:
+            first = m.group(2) == str(min(int(r['threads']) for r in rows))
+            print(f'{t} | {fmt_insns(counts.get(m.group(1))) if first else ""}')
+        else:
+            print(t)
+    loop = counts.get('RUN loop (every row)')
+    if loop:
+        print(f'RUN loop, in every row: {fmt_insns(loop)} insns(calls) C / '
+              'Rust (lp_run + lp_run_one)')
+    for n in notes:
+        print(n)
+    print()
+    print('\n'.join(sec.get('ratios', [])))
+    print()
+    title = (f'lockless-parity make bench {date}: {kernel}, {accel.upper()}, '
+             f'{smp} vCPUs. C solid, Rust dashed')
+    png = plot(out_dir, rows, title)
+    print(f'CSV:  {shown(csv_path)}')
+    print(f'plot: {shown(png)}')
+    if counts:
+        print('instruction counts, function by function: '
+              f'{shown(os.path.join(out_dir, "insns.txt"))}')
+    summary = [h for h in sec.get('end', []) if 'not sane' in h]
+    if summary:
+        print(summary[-1])
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
