@@ -12,13 +12,14 @@
  * that contention. A cell is repeated BENCH_REPS times, C and Rust taking
  * turns, and keeps the median and the spread (min..max).
  *
- * Sharing ("arena" column): "shared" cells put all threads on one open
- * file, so on one gadget (GET_PUT: all threads get and put the same
- * gadget; LOOKUP_PUT: the same child of the same parent; TRYGET_PUT: the
- * same id) or on the arena's one RMW variable (one cache line). "private"
- * gives each thread its own open file: ATOMIC_FLOOR then increments a
- * counter per thread, the uncontended floor; ATOMIC_FLOOR "shared" is the
- * contended one, every thread on one line.
+ * Sharing (the row name says it, there is no column for it): every row
+ * but ATOMIC_FLOOR/private puts all threads on one open file, so on one
+ * gadget (GET_PUT: all threads get and put the same gadget; LOOKUP_PUT:
+ * the same child of the same parent; TRYGET_PUT: the same id) or on the
+ * arena's one RMW variable (one cache line). ATOMIC_FLOOR/private gives
+ * each thread its own open file, so a counter per thread: the uncontended
+ * floor; ATOMIC_FLOOR/shared is the contended one, every thread on one
+ * line.
  *
  * Iterations: calibrated per cell (a few short unrecorded runs on each
  * device, which also warm it up) so that one run lasts about BENCH_MS
