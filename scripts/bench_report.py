@@ -219,6 +219,15 @@ def disassemble(ko):
     return insns
 
 
+def demangle_calls(insns):
+    """@insns with Rust call targets demangled, in one llvm-cxxfilt run."""
+    rust = sorted({t for _, t in insns.values() if t and t.startswith('_R')})
+    if not rust:
+        return insns
+    plain = dict(zip(rust, run(['llvm-cxxfilt'] + rust).splitlines()))
+    return {a: (mn, plain.get(t, t)) for a, (mn, t) in insns.items()}
+
+
 def is_padding(mnem):
     return mnem.startswith('nop') or mnem == 'int3'
 
@@ -227,7 +236,7 @@ class Module:
     """Instruction counts of the functions of one .ko."""
 
     def __init__(self, ko):
-        self.insns = disassemble(ko)
+        self.insns = demangle_calls(disassemble(ko))
         dies = parse_dies(ko)
         names = Names(dies)
         # name -> [(instance address set, inlined?)]
@@ -266,14 +275,6 @@ class Module:
         return sorted(self.insns[a][1] or '?' for a in addrs
                       if self.insns[a][0].startswith('call'))
 
-    @staticmethod
-    def demangle(names):
-        rust = sorted({n for n in names if n.startswith('_R')})
-        if not rust:
-            return names
-        plain = dict(zip(rust, run(['llvm-cxxfilt'] + rust).splitlines()))
-        return [plain.get(n, n) for n in names]
-
     def count(self, names, legend):
         """(instructions, calls) of @names together; details to @legend."""
         union = set()
@@ -282,7 +283,7 @@ class Module:
             if addrs is None:
                 legend.append(f'      {n}: {how}')
                 continue
-            calls = self.demangle(self.calls(addrs))
+            calls = self.calls(addrs)
             legend.append(f'      {n}: {len(addrs)} instructions, '
                           f'{len(calls)} calls ({how})'
                           + (': ' + ', '.join(calls) if calls else ''))
