@@ -30,6 +30,22 @@
 #define LP_ALL_FLAVORS	((1u << LP_FLAVOR_COUNT) - 1)
 #define LP_ALL_OPS	((1ull << LP_OP_COUNT) - 1)
 
+/*
+ * Arenas alive in the whole module (IDENTIFY.live_arenas): counted from the
+ * allocation in lp_open() until the kfree() in lp_release(), so an arena
+ * that release() forgets to free stays counted. Relaxed, like
+ * lp_live_gadgets: only a quiescent IDENTIFY and module exit read it.
+ */
+static atomic64_t lp_live_arenas = ATOMIC64_INIT(0);
+
+/*
+ * Handles held in the whole module, all arenas together
+ * (IDENTIFY.live_handles): handle-table entries, counted by lp_handle_new()
+ * before it publishes one and until lp_handle_take() takes it out again
+ * (PUT, and release() for every handle still held). Relaxed.
+ */
+static atomic64_t lp_live_handles = ATOMIC64_INIT(0);
+
 static int lp_copy_in_checked(void *dst, const void __user *argp, size_t size,
 			      size_t reserved_off, size_t reserved_len)
 {
@@ -77,9 +93,12 @@ static int lp_handle_new(struct lp_arena *arena, struct lp_gadget *g,
 {
 	int err;
 
+	/* Counted before it is published: a racing PUT cannot go below 0. */
+	atomic64_inc(&lp_live_handles);
 	err = xa_alloc(&arena->handles, handle, g,
 		       XA_LIMIT(1, LP_MAX_HANDLES), GFP_KERNEL);
 	if (err) {
+		atomic64_dec(&lp_live_handles);
 		lp_gadget_put(g);
 		return err == -EBUSY ? -ENOSPC : err;
 	}
@@ -95,8 +114,10 @@ static struct lp_gadget *lp_handle_take(struct lp_arena *arena, u32 handle)
 	mutex_lock(&arena->handles_lock);
 	g = xa_erase(&arena->handles, handle);
 	mutex_unlock(&arena->handles_lock);
-	if (g)
+	if (g) {
 		atomic_dec(&arena->nr_handles);
+		atomic64_dec(&lp_live_handles);
+	}
 	return g;
 }
 
@@ -121,6 +142,8 @@ static long lp_identify(void __user *argp)
 	id.flavors = LP_ALL_FLAVORS;
 	id.ops = LP_ALL_OPS;
 	id.live_gadgets = atomic64_read(&lp_live_gadgets);
+	id.live_arenas = atomic64_read(&lp_live_arenas);
+	id.live_handles = atomic64_read(&lp_live_handles);
 	return lp_copy_out(argp, &id, sizeof(id));
 }
 
@@ -320,6 +343,7 @@ static int lp_run_one(struct lp_arena *arena, struct lp_run *r,
 {
 	struct lp_gadget *other;
 	struct lp_rmw out;
+	u64 v;
 	int err;
 
 	switch (r->op) {
@@ -344,10 +368,14 @@ static int lp_run_one(struct lp_arena *arena, struct lp_run *r,
 		atomic_inc(&arena->floor);
 		return 1;
 	default:
-		lp_rmw(arena, r->op, min_t(u64, r->value + i, LP_RMW_VALUE_MAX),
-		       &out);
+		/* The RUN handle of an RMW op is the step between operands. */
+		v = min_t(u64, r->value + i * (r->handle ?: 1), LP_RMW_VALUE_MAX);
+		lp_rmw(arena, r->op, v, &out);
 		r->failed += out.failed;
 		r->delta += out.new - out.old;
+		/* Once max(x, v) returned, x >= v for good (SET aside). */
+		if (lp_op_is_max(r->op) && lp_max_read(arena, r->op) < v)
+			r->broken++;
 		return 1;
 	}
 	if (err == -ENOENT)
@@ -365,7 +393,8 @@ static int lp_run_one(struct lp_arena *arena, struct lp_run *r,
  *
  * GET_PUT, LOOKUP_PUT and NEW_PUT hold their own reference to the handle's
  * gadget for the whole loop, so a concurrent PUT of the handle cannot free
- * it.
+ * it. After each MAX op, its copy of the variable is read again
+ * (lp_max_read()) and @broken counts the ops it found below their operand.
  *
  * Return: 0 or -errno (see struct lp_run).
  */
@@ -398,6 +427,7 @@ static long lp_run(struct lp_arena *arena, void __user *argp)
 
 	r.failed = 0;
 	r.delta = 0;
+	r.broken = 0;
 	start = ktime_get_ns();
 	for (i = 0; i < r.iterations; i++) {
 		err = lp_run_one(arena, &r, g, i);
@@ -459,6 +489,7 @@ static int lp_open(struct inode *inode, struct file *file)
 	arena = kzalloc_obj(*arena, GFP_KERNEL);
 	if (!arena)
 		return -ENOMEM;
+	atomic64_inc(&lp_live_arenas);
 	arena->flavor = LP_FLAVOR_LOCKED;
 	mutex_init(&arena->lock);
 	lp_kids_init(&arena->roots);
@@ -471,21 +502,23 @@ static int lp_open(struct inode *inode, struct file *file)
 	return 0;
 }
 
-/* close(): put every handle still held; that frees every gadget. */
+/*
+ * close(): take out and put every handle still held, which frees every
+ * gadget, then free the arena; only then does it stop counting.
+ */
 static int lp_release(struct inode *inode, struct file *file)
 {
 	struct lp_arena *arena = file->private_data;
 	struct lp_gadget *g;
 	unsigned long h;
 
-	xa_for_each(&arena->handles, h, g) {
-		xa_erase(&arena->handles, h);
-		lp_gadget_put(g);
-	}
+	xa_for_each(&arena->handles, h, g)
+		lp_gadget_put(lp_handle_take(arena, h));
 	xa_destroy(&arena->handles);
 	WARN_ON(!xa_empty(&arena->registry));
 	xa_destroy(&arena->registry);
 	kfree(arena);
+	atomic64_dec(&lp_live_arenas);
 	return 0;
 }
 
@@ -503,6 +536,25 @@ static struct miscdevice lp_miscdev = {
 	.fops	= &lp_fops,
 };
 
+/**
+ * lp_check_leaks() - WARN at module exit if any object is still alive
+ *
+ * No file can be open at exit (each holds a reference to the module), and
+ * closing the last one frees every arena, gadget and handle, so a non-zero
+ * live counter is a leak: one that kmemleak may miss when a stale pointer
+ * still refers to the object. The WARN fails the run.
+ */
+static void lp_check_leaks(void)
+{
+	s64 arenas = atomic64_read(&lp_live_arenas);
+	s64 gadgets = atomic64_read(&lp_live_gadgets);
+	s64 handles = atomic64_read(&lp_live_handles);
+
+	WARN(arenas || gadgets || handles,
+	     KBUILD_MODNAME ": leaked %lld arenas, %lld gadgets, %lld handles\n",
+	     arenas, gadgets, handles);
+}
+
 static int __init lp_init(void)
 {
 	return misc_register(&lp_miscdev);
@@ -511,6 +563,7 @@ static int __init lp_init(void)
 static void __exit lp_exit(void)
 {
 	misc_deregister(&lp_miscdev);
+	lp_check_leaks();
 }
 
 module_init(lp_init);

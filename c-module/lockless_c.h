@@ -101,7 +101,12 @@ struct lp_arena {
 	atomic_t floor;
 };
 
-/* Gadgets alive in the whole module (IDENTIFY.live_gadgets). */
+/*
+ * Gadgets alive in the whole module, all arenas together
+ * (IDENTIFY.live_gadgets): counted from the allocation in lp_gadget_new()
+ * until the kfree() in lp_gadget_free(). Relaxed: a statistic that only
+ * module exit and a quiescent IDENTIFY read.
+ */
 extern atomic64_t lp_live_gadgets;
 
 /* gadget.c */
@@ -119,5 +124,7 @@ unsigned int lp_gadget_refcount(struct lp_gadget *g);
 /* rmw.c */
 int lp_rmw(struct lp_arena *arena, u32 op, u64 value, struct lp_rmw *out);
 bool lp_op_is_rmw(u32 op);
+bool lp_op_is_max(u32 op);
+u64 lp_max_read(struct lp_arena *arena, u32 op);
 
 #endif /* _LOCKLESS_C_H */

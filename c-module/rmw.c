@@ -181,6 +181,50 @@ bool lp_op_is_rmw(u32 op)
 }
 
 /**
+ * lp_op_is_max() - whether @op is one of the MAX ops
+ * @op: an enum lp_op value
+ *
+ * Return: true for MAX_CMPXCHG, MAX_JBD2 and MAX_LOCKED.
+ */
+bool lp_op_is_max(u32 op)
+{
+	return op == LP_OP_MAX_CMPXCHG || op == LP_OP_MAX_JBD2 ||
+	       op == LP_OP_MAX_LOCKED;
+}
+
+/**
+ * lp_max_read() - read a MAX op's own copy of the arena variable again
+ * @arena: the arena
+ * @op: MAX_CMPXCHG, MAX_JBD2 or MAX_LOCKED
+ *
+ * Reads the copy the way the op itself first reads it: atomic_read() of
+ * the atomic_t, READ_ONCE() of jbd2's lockless t_max_wait, the pre-patch
+ * t_max_wait under its spinlock. The first two are unordered, and need no
+ * more: called after the op by the same thread, the read is ordered after
+ * the op's own load or store of the same variable by coherence, so it
+ * returns that value or a later one. RUN uses it to count (struct lp_run
+ * @broken) MAX ops after which the copy is below their operand.
+ *
+ * Return: the copy's current value.
+ */
+u64 lp_max_read(struct lp_arena *arena, u32 op)
+{
+	u64 v;
+
+	switch (op) {
+	case LP_OP_MAX_CMPXCHG:
+		return lp_u32(atomic_read(&arena->var));
+	case LP_OP_MAX_JBD2:
+		return READ_ONCE(arena->max_wait);
+	default:
+		spin_lock(&arena->max_lock);
+		v = arena->max_locked;
+		spin_unlock(&arena->max_lock);
+		return v;
+	}
+}
+
+/**
  * lp_rmw() - perform one read-modify-write op on the arena variable
  * @arena: the arena
  * @op: MAX_CMPXCHG .. READ

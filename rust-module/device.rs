@@ -44,6 +44,18 @@ use crate::{
 const ALL_FLAVORS: u32 = (1 << uapi::LP_FLAVOR_COUNT) - 1;
 const ALL_OPS: u64 = (1 << uapi::LP_OP_COUNT) - 1;
 
+/// Arenas alive in the whole module (`IDENTIFY.live_arenas`): counted from the
+/// allocation in `open()` until the arena's drop, the last step before `KBox`
+/// frees its memory, so an arena that `release()` leaks stays counted. `Relaxed`,
+/// like [`LIVE_GADGETS`]: only a quiescent IDENTIFY and module exit read it.
+static LIVE_ARENAS: Atomic<i64> = Atomic::new(0);
+
+/// Handles held in the whole module, all arenas together (`IDENTIFY.live_handles`):
+/// handle-table entries, counted by [`Arena::handle_new`] when it publishes one
+/// and until [`Arena::handle_take`] takes it out again (PUT, and the arena's drop
+/// for every handle still held). `Relaxed`.
+static LIVE_HANDLES: Atomic<i64> = Atomic::new(0);
+
 /// The registration of `/dev/lockless_rust`.
 pub(crate) type Registration = MiscDeviceRegistration<Arena>;
 
@@ -222,6 +234,8 @@ impl Arena {
         };
         handles.slots[slot] = Some(g);
         handles.held += 1;
+        // Under the handle lock, as is the take: the count cannot go below 0.
+        LIVE_HANDLES.fetch_add(1, Relaxed);
         // `slot` < LP_MAX_HANDLES, so the handle fits a `u32`.
         Ok(slot as u32 + 1)
     }
@@ -232,22 +246,26 @@ impl Arena {
         let mut handles = self.handles.lock();
         let g = handles.slots.get_mut(Handles::slot(handle)?)?.take()?;
         handles.held -= 1;
+        LIVE_HANDLES.fetch_sub(1, Relaxed);
         Some(g)
     }
 }
 
 #[pinned_drop]
 impl PinnedDrop for Arena {
-    /// `lp_release()`: close() puts every handle still held; that frees every
-    /// gadget, before the arena they point to goes.
+    /// `lp_release()`: close() takes out and puts every handle still held, which
+    /// frees every gadget before the arena they point to goes. The arena stops
+    /// counting in [`LIVE_ARENAS`] last, just before `KBox` frees its memory.
     fn drop(self: Pin<&mut Self>) {
-        let slots = {
-            let mut handles = self.handles.lock();
-            handles.held = 0;
-            core::mem::replace(&mut handles.slots, KVec::new())
-        };
-        drop(slots);
+        let slots = self.handles.lock().slots.len();
+        for slot in 0..slots {
+            // `slot` < LP_MAX_HANDLES, so the handle fits a `u32`.
+            if let Some(g) = self.handle_take(slot as u32 + 1) {
+                g.put();
+            }
+        }
         kernel::warn_on!(self.created.load(Relaxed) != self.freed.load(Relaxed));
+        LIVE_ARENAS.fetch_sub(1, Relaxed);
     }
 }
 
@@ -258,7 +276,11 @@ fn lp_identify(arg: UserPtr) -> Result<isize> {
         abi_version: uapi::LP_ABI_VERSION,
         flavors: ALL_FLAVORS,
         ops: ALL_OPS,
-        live_gadgets: u64::try_from(LIVE_GADGETS.load(Relaxed)).unwrap_or(0),
+        // As C's `atomic64_read()` into a `__u64`: a count taken below zero (one
+        // decrement too many) shows as a huge value, not as 0.
+        live_gadgets: LIVE_GADGETS.load(Relaxed) as u64,
+        live_arenas: LIVE_ARENAS.load(Relaxed) as u64,
+        live_handles: LIVE_HANDLES.load(Relaxed) as u64,
         ..Default::default()
     };
     for (dst, src) in id.name.iter_mut().zip(c"lockless_rust".to_bytes()) {
@@ -393,13 +415,19 @@ fn lp_run_one(arena: &Arena, r: &mut uapi::lp_run, g: Option<&GadgetRef>, i: u64
             return Ok(1);
         }
         op => {
+            // The RUN handle of an RMW op is the step between operands.
+            let step = u64::from(r.handle.max(1));
             let value = r
                 .value
-                .saturating_add(i)
+                .saturating_add(i.saturating_mul(step))
                 .min(u64::from(uapi::LP_RMW_VALUE_MAX));
             let out = rmw::rmw(arena, op, value)?;
             r.failed = r.failed.wrapping_add(out.failed);
             r.delta = r.delta.wrapping_add(out.new.wrapping_sub(out.old));
+            // Once max(x, v) returned, x >= v for good (SET aside).
+            if rmw::op_is_max(op) && rmw::max_read(arena, op) < value {
+                r.broken += 1;
+            }
             return Ok(1);
         }
     };
@@ -431,6 +459,9 @@ fn fatal_signal_pending() -> bool {
 ///
 /// GET_PUT, LOOKUP_PUT and NEW_PUT hold their own reference to the handle's
 /// gadget for the whole loop, so a concurrent PUT of the handle cannot free it.
+/// After each MAX op, its copy of the variable is read again ([`rmw::max_read`])
+/// and `broken` counts the ops it found below their operand.
+///
 /// C calls `cond_resched()` per iteration; Rust 7.3 has no binding for it. On
 /// this kernel (`CONFIG_PREEMPTION`, no `CONFIG_PREEMPT_DYNAMIC`) the C call is
 /// only its debug check, `__might_resched()`, which `might_sleep()` performs
@@ -455,6 +486,7 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
 
     r.failed = 0;
     r.delta = 0;
+    r.broken = 0;
     let mut completed = 0u64;
     let start = Instant::<Monotonic>::now();
     for i in 0..r.iterations {
@@ -474,7 +506,9 @@ impl MiscDevice for Arena {
     type Ptr = Pin<KBox<Self>>;
 
     fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
-        KBox::try_pin_init(Arena::new(), GFP_KERNEL)
+        let arena = KBox::try_pin_init(Arena::new(), GFP_KERNEL)?;
+        LIVE_ARENAS.fetch_add(1, Relaxed);
+        Ok(arena)
     }
 
     fn ioctl(me: Pin<&Arena>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
@@ -495,4 +529,21 @@ impl MiscDevice for Arena {
             _ => Err(ENOTTY),
         }
     }
+}
+
+/// `lp_check_leaks()`: WARNs at module exit if any object is still alive.
+///
+/// No file can be open at exit (each holds a reference to the module), and
+/// closing the last one frees every arena, gadget and handle, so a non-zero live
+/// counter is a leak: one that kmemleak may miss when a stale pointer still refers
+/// to the object. The WARN fails the run.
+pub(crate) fn check_leaks() {
+    let arenas = LIVE_ARENAS.load(Relaxed);
+    let gadgets = LIVE_GADGETS.load(Relaxed);
+    let handles = LIVE_HANDLES.load(Relaxed);
+    let leaked = arenas != 0 || gadgets != 0 || handles != 0;
+    if leaked {
+        pr_warn!("leaked {arenas} arenas, {gadgets} gadgets, {handles} handles\n");
+    }
+    kernel::warn_on!(leaked);
 }

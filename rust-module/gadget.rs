@@ -46,7 +46,10 @@ use crate::{
     uapi,
 };
 
-/// Gadgets alive in the whole module, all files together (`IDENTIFY`).
+/// Gadgets alive in the whole module, all arenas together (`IDENTIFY.live_gadgets`):
+/// counted from the allocation in [`Gadget::create`] until the gadget's drop, the
+/// last step before its memory is freed. `Relaxed`: a statistic that only module
+/// exit and a quiescent IDENTIFY read.
 pub(crate) static LIVE_GADGETS: Atomic<i64> = Atomic::new(0);
 
 /// A weak reference: the address of a gadget on a child list or in the registry.

@@ -25,10 +25,21 @@ module! {
     license: "GPL",
 }
 
-#[pin_data]
+#[pin_data(PinnedDrop)]
 struct LocklessRust {
     #[pin]
     miscdev: device::Registration,
+}
+
+#[pinned_drop]
+impl PinnedDrop for LocklessRust {
+    /// `lp_exit()`: module exit WARNs if any arena, gadget or handle is still
+    /// alive ([`device::check_leaks`]). C checks after `misc_deregister()`, this
+    /// before `miscdev` is dropped: the same, since no file is open at exit and
+    /// none can be opened once unload has begun (`try_module_get()` fails).
+    fn drop(self: Pin<&mut Self>) {
+        device::check_leaks();
+    }
 }
 
 impl kernel::InPlaceModule for LocklessRust {

@@ -163,6 +163,34 @@ pub(crate) fn op_is_rmw(op: u32) -> bool {
     op <= uapi::LP_OP_READ
 }
 
+/// `lp_op_is_max()`: whether `op` is one of the MAX ops (MAX_CMPXCHG, MAX_JBD2,
+/// MAX_LOCKED).
+pub(crate) fn op_is_max(op: u32) -> bool {
+    matches!(
+        op,
+        uapi::LP_OP_MAX_CMPXCHG | uapi::LP_OP_MAX_JBD2 | uapi::LP_OP_MAX_LOCKED
+    )
+}
+
+/// `lp_max_read()`: reads a MAX op's own copy of the arena variable again.
+///
+/// Reads the copy the way the op itself first reads it: `load(Relaxed)` of the
+/// `Atomic<i32>` (`atomic_read()`) and of jbd2's lockless `t_max_wait`
+/// (`READ_ONCE()`), the pre-patch `t_max_wait` under its spinlock. The first two
+/// are unordered, and need no more: called after the op by the same thread, the
+/// read is ordered after the op's own load or store of the same variable by
+/// coherence, so it returns that value or a later one. RUN uses it to count
+/// (`lp_run::broken`) MAX ops after which the copy is below their operand.
+///
+/// Returns the copy's current value.
+pub(crate) fn max_read(arena: &Arena, op: u32) -> u64 {
+    match op {
+        uapi::LP_OP_MAX_CMPXCHG => u32_of(arena.var.load(Relaxed)),
+        uapi::LP_OP_MAX_JBD2 => arena.max_wait.load(Relaxed) as u64,
+        _ => *arena.max_locked.lock() as u64,
+    }
+}
+
 /// `lp_rmw()`: performs one read-modify-write op on the arena variable.
 ///
 /// `value` is at most `LP_RMW_VALUE_MAX` (checked by the caller), so it fits the

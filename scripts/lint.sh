@@ -33,7 +33,7 @@ check() {
 
 checkpatch=(perl "$ksrc/scripts/checkpatch.pl" --no-tree --strict --quiet
 	--show-types)
-for f in c-module/*.[ch] rust-module/*.h shared-tests/*.[ch]; do
+for f in c-module/*.[ch] rust-module/*.h shared-tests/*.[ch] shared-tests/kmemleak_control/*.c; do
 	case $f in *.mod.c) continue ;; esac # Kbuild's, not ours
 	[ -e "$f" ] || continue
 	check "checkpatch --strict $f" "${checkpatch[@]}" -f "$f"

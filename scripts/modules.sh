@@ -1,6 +1,7 @@
 #!/bin/bash
-# modules.sh [KIND] [-g]: build lockless_c.ko and lockless_rust.ko out of
-# tree against kernel KIND (default debug) with Kbuild and LLVM=1.
+# modules.sh [KIND] [-g]: build lockless_c.ko, lockless_rust.ko and the
+# kmemleak control lp_kmemleak_control.ko out of tree against kernel KIND
+# (default debug) with Kbuild and LLVM=1.
 #
 # -g adds DWARF to both modules (KCFLAGS=-g, KRUSTFLAGS=-Cdebuginfo=2),
 # which make bench reads to count each op's instructions, inlined or not.
@@ -24,10 +25,11 @@ kdir=$(lp_kdir "$kind")
 
 out=$LP_OUT/guest-$kind/modules
 mkdir -p "$out"
-for m in c-module rust-module; do
+for m in c-module rust-module shared-tests/kmemleak_control; do
 	lp_say "building $m against $kdir"
 	make -s -C "$kdir" M="$LP_REPO/$m" LLVM=1 W=1 "${dwarf[@]}" modules ||
 		lp_die "building $m failed (messages above)"
 done
-cp c-module/lockless_c.ko rust-module/lockless_rust.ko "$out/"
+cp c-module/lockless_c.ko rust-module/lockless_rust.ko \
+	shared-tests/kmemleak_control/lp_kmemleak_control.ko "$out/"
 lp_say "modules ready: $(cd "$out" && echo *.ko)"

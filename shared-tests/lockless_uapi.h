@@ -112,7 +112,15 @@ enum lp_op {
  * @flavors: bitmask of implemented enum lp_flavor values
  * @ops: bitmask of implemented enum lp_op values
  * @live_gadgets: gadgets alive in the whole module, all files together
+ * @live_arenas: arenas (open files) alive in the whole module
+ * @live_handles: handles held in the whole module, all files together
  * @reserved: must be zero
+ *
+ * The three live counters count allocations, not what userspace can see:
+ * an arena is counted from open() until its memory is freed. With no file
+ * open they are all zero, and module unload warns (a kernel splat) if one
+ * is not: a leak that kmemleak may miss (stale pointers keep it quiet)
+ * still fails the run.
  *
  * Errors: -EFAULT, -EINVAL.
  */
@@ -122,7 +130,9 @@ struct lp_identify {
 	__u32 flavors;
 	__u64 ops;
 	__u64 live_gadgets;
-	__u64 reserved[4];
+	__u64 live_arenas;
+	__u64 live_handles;
+	__u64 reserved[2];
 };
 
 /**
@@ -284,12 +294,14 @@ struct lp_rmw {
  * struct lp_run - run a loop of one op inside the kernel (LP_IOC_RUN)
  * @op: in: an enum lp_op value
  * @handle: in: GET_PUT: the gadget; LOOKUP_PUT, NEW_PUT: the parent;
- *          else ignored
+ *          RMW ops: the step between operands (0 means 1); else ignored
  * @iterations: in: how many ops, at most LP_RUN_MAX_ITERATIONS
  * @value: in: RMW ops: the operand of the first iteration, iteration i
- *         uses value + i (capped at LP_RMW_VALUE_MAX) so that MAX ops keep
- *         storing; LOOKUP_PUT: the child id; TRYGET_PUT: the gadget id
- *         (both: LP_ID_NEWEST for the newest); else ignored
+ *         uses value + i * step (capped at LP_RMW_VALUE_MAX) so that MAX
+ *         ops keep storing, and N threads given values 1..N and step N
+ *         feed interleaved operands that all need a store;
+ *         LOOKUP_PUT: the child id; TRYGET_PUT: the gadget id (both:
+ *         LP_ID_NEWEST for the newest); else ignored
  * @elapsed_ns: out: time the loop took
  * @completed: out: ops completed (a LOOKUP_PUT/TRYGET_PUT that found the
  *             gadget gone completes as a failed lookup, not counted)
@@ -300,6 +312,12 @@ struct lp_rmw {
  *         reported it. Each store replaces exactly the value it reports as
  *         old, so over all threads the deltas add up to the variable's
  *         final minus initial value; a lost update shows as a surplus.
+ * @broken: out: MAX ops: iterations after which the op's own copy of the
+ *          variable, read again, was below the operand. Once max(x, v)
+ *          returns, x >= v holds for good (other ops only raise x), so
+ *          this is 0 unless the op gave up on a store it owed; SET in a
+ *          concurrent loop may lower x and is not checked against. 0 for
+ *          every other op.
  * @reserved: must be zero
  *
  * The loop runs in the caller's context, calls cond_resched() and stops
@@ -315,7 +333,8 @@ struct lp_run {
 	__u64 completed;
 	__u64 failed;
 	__u64 delta;
-	__u32 reserved[2];
+	__u32 broken;
+	__u32 reserved[1];	/* one element, not a flexible array */
 };
 
 #define LP_IOC_IDENTIFY		_IOWR(LP_IOC_MAGIC, 0x00, struct lp_identify)
