@@ -3,15 +3,19 @@
 # Everything runs as root (mmdebstrap, mount namespaces, chroot) inside a
 # Debian toolchain root kept in $(LP_CACHE); nothing is installed on the
 # host except mmdebstrap. Variables: LP_CACHE, KDIR, ACCEL=kvm, TIMEOUT,
-# SMP, MEM, JOBS, BENCH_QUICK (see README.md).
+# SMP, MEM, JOBS, BENCH_QUICK, TESTS, PRESET, RACE_PUTS, CHAIN_DEPTH
+# (see README.md).
 
 S := scripts
 
-.PHONY: help check demo bench shell lint litmus toolchain kernel modules guest clean distclean
+.PHONY: help check soak mutants demo bench shell lint litmus toolchain kernel modules guest clean distclean
 
 help:
 	@echo "make demo       boot the guest, load both modules, print their answers side by side"
 	@echo "make check      build everything needed, run all tests in QEMU, lint; ends 'N passed, N failed'"
+	@echo "                TESTS=GLOB: only the matching driver tests, against both modules"
+	@echo "make soak       make check with the full sizes (PRESET=full: 10^5 racing puts, 10^5-deep chains)"
+	@echo "make mutants    apply each deliberate bug of shared-tests/mutants/, every one must be caught"
 	@echo "make bench      ns/op of every op, C vs Rust, 1..N vCPUs, on a perf kernel: table, ratios, CSV, PNG"
 	@echo "make shell      boot the guest to a busybox shell with both .ko files and the test driver"
 	@echo "make lint       checkpatch --strict, rustfmt --check, clippy"
@@ -25,6 +29,12 @@ help:
 
 check:
 	@$(S)/check.sh
+
+soak:
+	@PRESET=full $(S)/check.sh
+
+mutants:
+	@$(S)/mutants.sh
 
 demo:
 	@$(S)/demo.sh
@@ -56,7 +66,7 @@ guest: modules
 
 clean:
 	rm -rf build
-	find c-module rust-module \( -name '*.o' -o -name '*.ko' -o -name '*.mod' \
+	find c-module rust-module shared-tests/kmemleak_control \( -name '*.o' -o -name '*.ko' -o -name '*.mod' \
 		-o -name '*.mod.c' -o -name '.*.cmd' -o -name '*.rmeta' -o -name '*.d' \
 		-o -name '*_generated.rs' -o -name modules.order -o -name Module.symvers \) \
 		-delete

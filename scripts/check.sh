@@ -1,10 +1,16 @@
 #!/bin/bash
-# check.sh: what `make check` runs. Bootstraps whatever is missing
-# (toolchain root, debug kernel), builds both modules and the guest, boots
-# it under QEMU, judges the run, boots it again for the bench's smoke run
-# (BENCH_QUICK=1: every cell must give a sane number), lints, runs the
-# litmus tests, and prints the total as the last line: "N passed, N
-# failed". Exit status is non-zero on any failure.
+# check.sh: what `make check` (and, with PRESET=full, `make soak`) runs.
+# Bootstraps whatever is missing (toolchain root, debug kernel), builds both
+# modules and the guest, boots it once under QEMU for the driver, the
+# demo's C-vs-Rust comparison and the bench's smoke run, lints and runs
+# the litmus tests meanwhile (they need no guest), judges everything, and
+# prints the wall time of each step and the total as the last line: "N
+# passed, N failed". Exit status is non-zero on any failure.
+#
+# PRESET=quick (make check) or full (make soak): the driver's sizes.
+# TESTS=GLOB: only the driver tests whose name matches, against both
+# modules, without KUnit, demo, bench smoke, lint or litmus: the
+# development loop.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 lp_need_root "$@"
@@ -12,14 +18,27 @@ lp_need_root "$@"
 S=$LP_REPO/scripts
 results=$LP_OUT/results
 kind=debug
+preset=${PRESET:-quick}
+what="make check"
+[ "$preset" = full ] && what="make soak"
 mkdir -p "$results"
-rm -f "$results"/*.counts
+rm -f "$results"/*.counts "$results"/*.out
 extra_fail=0
 start=$SECONDS
+times=()
+
+# step NAME CMD...: run one step, remember its wall time.
+step() {
+	local name=$1 t0=$SECONDS rc=0
+	shift
+	"$@" || rc=$?
+	times+=("$name $((SECONDS - t0))")
+	return $rc
+}
 
 # Each step leaves "PASSED FAILED [SKIPPED]" in results/STEP.counts.
 total() {
-	local p=0 f=$extra_fail s=0 a b c d
+	local p=0 f=$extra_fail s=0 a b c d t
 	for c in "$results"/*.counts; do
 		[ -e "$c" ] || continue
 		read -r a b d <"$c"
@@ -27,7 +46,10 @@ total() {
 		f=$((f + b))
 		s=$((s + ${d:-0}))
 	done
-	lp_say "make check took $((SECONDS - start)) s"
+	for t in "${times[@]}"; do
+		printf '%s\n' "$t"
+	done | awk '{ t = $NF; $NF = ""; printf "%s%s %d s", n++ ? ", " : "wall time per step: ", $0, t } END { print "" }'
+	echo "$what took $((SECONDS - start)) s (PRESET=$preset${TESTS:+, TESTS=$TESTS})"
 	if [ "$s" -gt 0 ]; then
 		echo "$p passed, $f failed, $s skipped"
 	else
@@ -40,7 +62,7 @@ total() {
 need() {
 	local what=$1
 	shift
-	if ! "$@"; then
+	if ! step "$what" "$@"; then
 		echo "FAIL $what: cannot go on (see the error above)"
 		extra_fail=$((extra_fail + 1))
 		total
@@ -48,33 +70,55 @@ need() {
 	fi
 }
 
-lp_say "make check: toolchain root, $kind kernel, modules, guest, judge, bench smoke, lint, litmus"
-need "toolchain root" "$S/toolchain.sh"
+case $preset in
+quick | full) ;;
+*) lp_die "PRESET=$preset is not one of quick, full" ;;
+esac
+lp_say "$what: toolchain root, $kind kernel, modules, guest (driver, demo, bench smoke), lint, litmus"
+lp_say "sizes: PRESET=$preset${RACE_PUTS:+ RACE_PUTS=$RACE_PUTS}${CHAIN_DEPTH:+ CHAIN_DEPTH=$CHAIN_DEPTH} (the guest prints each size below)"
+need "toolchain" "$S/toolchain.sh"
 if [ -z "${KDIR:-}" ]; then
-	need "$kind kernel" "$S/kernel.sh" "$kind"
+	need "kernel" "$S/kernel.sh" "$kind"
 fi
-need "module build" "$S/modules.sh" "$kind"
+need "modules" "$S/modules.sh" "$kind"
 need "guest build" "$S/initramfs.sh" "$kind"
-need "QEMU run" "$S/qemu.sh" check "$kind"
 
+# Lint and litmus need no guest: they run while it does, and print after.
+bg=()
+if [ -z "${TESTS:-}" ]; then
+	lp_say "lint and LKMM litmus tests start in the background (output after the guest's)"
+	(
+		t0=$SECONDS
+		"$S/lint.sh" "$kind" >"$results/lint.out" 2>&1
+		echo "lint $((SECONDS - t0))" >"$results/lint.time"
+	) &
+	bg+=($!)
+	(
+		t0=$SECONDS
+		"$S/litmus.sh" >"$results/litmus.out" 2>&1
+		echo "litmus $((SECONDS - t0))" >"$results/litmus.time"
+	) &
+	bg+=($!)
+else
+	lp_say "TESTS=$TESTS: only the matching driver tests (no KUnit, demo, bench smoke, lint, litmus)"
+fi
+trap 'kill "${bg[@]}" 2>/dev/null' EXIT
+
+need "guest run" "$S/qemu.sh" check "$kind"
 lp_say "judging the guest run"
-"$S/judge.sh" check "$kind" || true
+step "judge" "$S/judge.sh" check "$kind"
 [ -f "$results/guest.counts" ] || extra_fail=$((extra_fail + 1))
 
-# Keeps make bench's path from rotting, on the kernel already built: tiny
-# counts, one repetition, no claims about speed (~1 min).
-lp_say "bench smoke run (BENCH_QUICK=1, $kind kernel): every cell a sane number"
-if BENCH_QUICK=1 "$S/qemu.sh" bench "$kind"; then
-	"$S/judge.sh" bench "$kind" || true
-fi
-[ -f "$results/guest-bench.counts" ] || extra_fail=$((extra_fail + 1))
-
-lp_say "lint"
-"$S/lint.sh" "$kind" || true
-[ -f "$results/lint.counts" ] || extra_fail=$((extra_fail + 1))
-
-lp_say "LKMM litmus tests"
-"$S/litmus.sh" || true
-[ -f "$results/litmus.counts" ] || extra_fail=$((extra_fail + 1))
+for pid in "${bg[@]}"; do
+	wait "$pid"
+done
+trap - EXIT
+for s in lint litmus; do
+	[ -z "${TESTS:-}" ] || continue
+	lp_say "$s (ran alongside the guest)"
+	cat "$results/$s.out"
+	[ -f "$results/$s.time" ] && times+=("$(cat "$results/$s.time")")
+	[ -f "$results/$s.counts" ] || extra_fail=$((extra_fail + 1))
+done
 
 total

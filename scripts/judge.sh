@@ -14,10 +14,12 @@ mkdir -p "$LP_OUT/results"
 counts=$LP_OUT/results/guest.counts
 [ "$mode" = check ] || counts=$LP_OUT/results/guest-$mode.counts
 # A kernel with KUnit runs its suites (the Rust doctests) at boot: judge
-# their KTAP on the console as well, once (in the check run).
+# their KTAP on the console as well, once (in a full check run; a TESTS=
+# run boots with kunit.enable=0).
 kunit=()
-if [ "$mode" = check ] && grep -qx 'CONFIG_KUNIT=y' "$kdir/.config"; then
+if [ "$mode" = check ] && [ -z "${TESTS:-}" ] &&
+	grep -qx 'CONFIG_KUNIT=y' "$kdir/.config"; then
 	kunit=(--kernel-ktap)
 fi
 exec python3 "$LP_REPO/scripts/judge.py" "$LP_OUT/guest-$kind/$mode" "$ksrc" \
-	"$counts" "${kunit[@]}"
+	"$counts" --mode "$mode" "${kunit[@]}"
