@@ -32,11 +32,17 @@
 
 /*
  * Arenas alive in the whole module (IDENTIFY.live_arenas): counted from the
- * allocation in lp_open() until the kfree() in lp_release(), so an arena
- * that release() forgets to free stays counted. Relaxed, like
+ * allocation in lp_open() until the free in lp_release(), so an arena
+ * that release() never reaches the end of stays counted. Relaxed, like
  * lp_live_gadgets: only a quiescent IDENTIFY and module exit read it.
  */
 static atomic64_t lp_live_arenas = ATOMIC64_INIT(0);
+
+/*
+ * Arenas come from a cache of their own: one that release() counts but
+ * forgets to free makes kmem_cache_destroy() WARN at module exit.
+ */
+static struct kmem_cache *lp_arena_cache;
 
 /*
  * Handles held in the whole module, all arenas together
@@ -486,7 +492,7 @@ static int lp_open(struct inode *inode, struct file *file)
 {
 	struct lp_arena *arena;
 
-	arena = kzalloc_obj(*arena, GFP_KERNEL);
+	arena = kmem_cache_zalloc(lp_arena_cache, GFP_KERNEL);
 	if (!arena)
 		return -ENOMEM;
 	atomic64_inc(&lp_live_arenas);
@@ -517,7 +523,7 @@ static int lp_release(struct inode *inode, struct file *file)
 	xa_destroy(&arena->handles);
 	WARN_ON(!xa_empty(&arena->registry));
 	xa_destroy(&arena->registry);
-	kfree(arena);
+	kmem_cache_free(lp_arena_cache, arena);
 	atomic64_dec(&lp_live_arenas);
 	return 0;
 }
@@ -557,13 +563,36 @@ static void lp_check_leaks(void)
 
 static int __init lp_init(void)
 {
-	return misc_register(&lp_miscdev);
+	int err = -ENOMEM;
+
+	lp_arena_cache = KMEM_CACHE(lp_arena, 0);
+	if (!lp_arena_cache)
+		return err;
+	lp_gadget_cache = KMEM_CACHE(lp_gadget, 0);
+	if (!lp_gadget_cache)
+		goto out_arenas;
+	err = misc_register(&lp_miscdev);
+	if (err)
+		goto out_gadgets;
+	return 0;
+
+out_gadgets:
+	kmem_cache_destroy(lp_gadget_cache);
+out_arenas:
+	kmem_cache_destroy(lp_arena_cache);
+	return err;
 }
 
+/*
+ * After the counters' WARN, the caches' own: kmem_cache_destroy() WARNs
+ * if an object is still allocated from it, freed or not in the counts.
+ */
 static void __exit lp_exit(void)
 {
 	misc_deregister(&lp_miscdev);
 	lp_check_leaks();
+	kmem_cache_destroy(lp_gadget_cache);
+	kmem_cache_destroy(lp_arena_cache);
 }
 
 module_init(lp_init);

@@ -24,6 +24,14 @@
 
 atomic64_t lp_live_gadgets = ATOMIC64_INIT(0);
 
+/*
+ * Gadgets come from a cache of their own (made and destroyed by device.c):
+ * one left behind at module exit makes kmem_cache_destroy() WARN, whatever
+ * the counters say, so a release path that forgets its kmem_cache_free()
+ * cannot hide behind a correct count.
+ */
+struct kmem_cache *lp_gadget_cache;
+
 /**
  * lp_kids_init() - initialise a weak child list and all of its locks
  * @kids: the list
@@ -104,7 +112,7 @@ struct lp_gadget *lp_gadget_new(struct lp_arena *arena,
 	struct lp_gadget *g;
 	int err;
 
-	g = kzalloc_obj(*g, GFP_KERNEL);
+	g = kmem_cache_zalloc(lp_gadget_cache, GFP_KERNEL);
 	if (!g)
 		return ERR_PTR(-ENOMEM);
 
@@ -361,7 +369,7 @@ static void lp_gadget_free(struct lp_gadget *g)
 		atomic_dec(&g->parent->nr_children);
 	atomic64_inc(&arena->freed);
 	atomic64_dec(&lp_live_gadgets);
-	kfree(g);
+	kmem_cache_free(lp_gadget_cache, g);
 }
 
 /**

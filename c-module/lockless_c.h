@@ -109,6 +109,9 @@ struct lp_arena {
  */
 extern atomic64_t lp_live_gadgets;
 
+/* The cache every struct lp_gadget comes from (gadget.c). */
+extern struct kmem_cache *lp_gadget_cache;
+
 /* gadget.c */
 void lp_kids_init(struct lp_kids *kids);
 struct lp_gadget *lp_gadget_new(struct lp_arena *arena,
