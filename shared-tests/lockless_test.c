@@ -71,8 +71,8 @@ struct lp_sizes {
 };
 
 static const struct lp_sizes lp_presets[] = {
-	{ "quick", 10000, 10000, 300, 300, 20000, 50000 },
-	{ "full", 100000, 100000, 1000, 1000, 50000, 100000 },
+	{ "quick", 10000, 10000, 1000, 300, 20000, 50000 },
+	{ "full", 100000, 100000, 3000, 1000, 50000, 100000 },
 };
 
 static struct lp_sizes sizes;
@@ -602,70 +602,100 @@ TEST_F_TIMEOUT(dev, max_ops_store_an_unbroken_chain, LP_SLOW_TIMEOUT)
 
 /*
  * The same, inside the kernel where the ops really contend: the threads
- * RUN the op in chunks, all on one variable; for the MAX ops thread k of n
- * feeds operands k + 1, k + 1 + n, k + 1 + 2n, ... (RUN's step), so that
- * together they cover 1, 2, 3, ... and every op of every thread needs a
- * store that races the others'. Each store
- * replaces exactly what it reports as old, so the deltas of all threads
- * add up to the final minus the initial value; a store that lost its race
- * but reports success shows as a surplus, an increment lost to a plain
+ * RUN the op in chunks, all on one variable. Each store replaces exactly
+ * what it reports as old, so the deltas of all threads add up to the
+ * final minus the initial value; a store that lost its race but reports
+ * success shows as a surplus, an increment lost to a plain
  * read-modify-write as a deficit. The RUN loop also checks the max's
  * postcondition after every op (x >= v once max(x, v) returned:
  * run.broken), which a loop that gives up on a failed cmpxchg breaks.
  *
- * A race that produced no failed cmpxchg proved nothing. Under TCG, with
- * 4 vCPUs time-sliced on 2 host cores, how often two ops overlap varies
- * from run to run, so the CAS ops keep running chunks (at least rmw_run
- * ops per thread) until LP_MIN_CONTENDED cmpxchg have failed, within
- * LP_CONTEND_BOUND seconds, and the test requires that minimum.
+ * A race that produced no failed cmpxchg proved nothing, so the CAS ops
+ * must lose at least LP_MIN_CONTENDED cmpxchg races: they keep running
+ * chunks (at least rmw_run ops per thread) until they have, within
+ * LP_CONTEND_BOUND seconds. Under TCG (4 vCPUs time-sliced on 2 host
+ * cores) MAX ops racing each other rarely collide: whoever is behind
+ * skips cheaply, so one thread mostly stores alone. MAX_CMPXCHG therefore
+ * races FETCH_INC_CMPXCHG on the same atomic_t: half the threads feed the
+ * max operands that run far ahead (thread k of n: k * gap + 1, then steps
+ * of n * gap), so that every max op must store, while the other half
+ * increment the variable under it. Both only raise it, so the max's
+ * postcondition still holds, and the deltas of both ops add up.
  */
 #define LP_RMW_CHUNK		5000
 #define LP_CONTEND_BOUND	60
+#define LP_MAX_GAP		16
 
 struct telescope {
 	int fd;
 	__u32 op;
+	__u32 partner;	/* op of the threads from index n on, or 0 */
 	bool cas;
 	int errors;
 	double t0;
-	int n;
-	__u64 delta, failed, broken, ops, last;
+	int n;		/* threads running @op */
+	__u64 gap;	/* MAX ops: between two threads' operands */
+	int stopped;	/* threads of @op done */
+	__u64 delta, failed, broken, ops, last, partner_ops;
 };
+
+static void telescope_partner(struct telescope *sh)
+{
+	struct lp_run run;
+
+	while (__atomic_load_n(&sh->stopped, __ATOMIC_ACQUIRE) < sh->n) {
+		if (lp_run(sh->fd, sh->partner, 0, LP_RMW_CHUNK, 0, &run) ||
+		    run.completed != LP_RMW_CHUNK) {
+			__atomic_fetch_add(&sh->errors, 1, __ATOMIC_RELAXED);
+			return;
+		}
+		__atomic_fetch_add(&sh->delta, run.delta, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&sh->partner_ops, LP_RMW_CHUNK,
+				   __ATOMIC_RELAXED);
+	}
+}
 
 static void *telescope_thread(void *arg)
 {
 	struct lp_thread *t = arg;
 	struct telescope *sh = t->shared;
+	__u64 step = sh->gap * sh->n;
 	unsigned long long j, done = 0;
 	__u64 base, last = 0, seen;
 	struct lp_run run;
 
+	if (t->index >= sh->n) {
+		telescope_partner(sh);
+		return NULL;
+	}
 	for (j = 0;; j++) {
 		if (done >= sizes.rmw_run &&
 		    (!sh->cas || __atomic_load_n(&sh->failed, __ATOMIC_RELAXED) >=
 				 LP_MIN_CONTENDED))
 			break;
-		if (now_s() - sh->t0 > LP_CONTEND_BOUND)
+		base = 1 + t->index * sh->gap + j * LP_RMW_CHUNK * step;
+		if (now_s() - sh->t0 > LP_CONTEND_BOUND ||
+		    base + (LP_RMW_CHUNK - 1) * step > LP_RMW_VALUE_MAX)
 			break;
-		base = 1 + t->index + j * LP_RMW_CHUNK * sh->n;
-		if (lp_run(sh->fd, sh->op, sh->n, LP_RMW_CHUNK, base, &run) ||
+		if (lp_run(sh->fd, sh->op, step, LP_RMW_CHUNK, base, &run) ||
 		    run.completed != LP_RMW_CHUNK) {
 			__atomic_fetch_add(&sh->errors, 1, __ATOMIC_RELAXED);
 			break;
 		}
-		last = base + (LP_RMW_CHUNK - 1) * sh->n;
+		last = base + (LP_RMW_CHUNK - 1) * step;
 		done += LP_RMW_CHUNK;
 		__atomic_fetch_add(&sh->delta, run.delta, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&sh->failed, run.failed, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&sh->broken, run.broken, __ATOMIC_RELAXED);
 	}
 	__atomic_fetch_add(&sh->ops, done, __ATOMIC_RELAXED);
-	/* The largest operand of all: where the MAX ops must end. */
+	/* The largest operand of all: where the MAX ops must end (at least). */
 	seen = __atomic_load_n(&sh->last, __ATOMIC_RELAXED);
 	while (seen < last &&
 	       !__atomic_compare_exchange_n(&sh->last, &seen, last, false,
 					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
+	__atomic_fetch_add(&sh->stopped, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -679,14 +709,15 @@ TEST_F_TIMEOUT(dev, rmw_ops_in_kernel_races_lose_no_update, LP_SLOW_TIMEOUT)
 {
 	static const struct {
 		__u32 op;
-		bool cas;	/* a cmpxchg loop that must see contention */
+		__u32 partner;	/* raced by half the threads, or 0 */
+		bool cas;	/* a cmpxchg loop that must lose races */
 	} ops[] = {
-		{ LP_OP_MAX_CMPXCHG, true },
-		{ LP_OP_MAX_JBD2, false },	/* fails once per store anyway */
-		{ LP_OP_MAX_LOCKED, false },
-		{ LP_OP_FETCH_INC_CMPXCHG, true },
-		{ LP_OP_INC_NOT_ZERO_CMPXCHG, true },
-		{ LP_OP_INC_NOT_ZERO_BUILTIN, false },
+		{ LP_OP_MAX_CMPXCHG, LP_OP_FETCH_INC_CMPXCHG, true },
+		{ LP_OP_MAX_JBD2, 0, false },	/* fails once per store anyway */
+		{ LP_OP_MAX_LOCKED, 0, false },
+		{ LP_OP_FETCH_INC_CMPXCHG, 0, true },
+		{ LP_OP_INC_NOT_ZERO_CMPXCHG, 0, true },
+		{ LP_OP_INC_NOT_ZERO_BUILTIN, 0, false },
 	};
 	struct telescope sh = { .fd = self->fd };
 	int k, n = nr_cpus();
@@ -701,22 +732,24 @@ TEST_F_TIMEOUT(dev, rmw_ops_in_kernel_races_lose_no_update, LP_SLOW_TIMEOUT)
 	for (k = 0; k < ARRAY_SIZE(ops); k++) {
 		const char *name = op_names[ops[k].op];
 
+		memset(&sh, 0, sizeof(sh));
+		sh.fd = self->fd;
 		sh.op = ops[k].op;
+		sh.partner = ops[k].partner;
 		sh.cas = ops[k].cas;
-		sh.errors = 0;
-		sh.delta = 0;
-		sh.failed = 0;
-		sh.broken = 0;
-		sh.ops = 0;
-		sh.last = 0;
-		sh.n = n;
+		sh.n = sh.partner ? n / 2 : n;
+		sh.gap = sh.partner ? LP_MAX_GAP : 1;
 		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_SET, 1, &r));
 		sh.t0 = now_s();
 		run_threads(n, telescope_thread, &sh);
 		EXPECT_EQ(0, sh.errors) TH_LOG("%s", name);
 		if (is_max_op(sh.op)) {
 			ASSERT_EQ(0, lp_rmw(self->fd, sh.op, 0, &r));
-			EXPECT_EQ(sh.last, r.old) TH_LOG("%s", name);
+			/* The partner's increments may raise it further. */
+			EXPECT_TRUE(sh.partner ? r.old >= sh.last : r.old == sh.last)
+				TH_LOG("%s: ends at %llu, the largest operand was %llu",
+				       name, (unsigned long long)r.old,
+				       (unsigned long long)sh.last);
 		} else {
 			ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_READ, 0, &r));
 			EXPECT_EQ(1 + sh.ops, r.old) TH_LOG("%s", name);
@@ -732,9 +765,10 @@ TEST_F_TIMEOUT(dev, rmw_ops_in_kernel_races_lose_no_update, LP_SLOW_TIMEOUT)
 		if (sh.cas)
 			EXPECT_LE(LP_MIN_CONTENDED, sh.failed)
 				TH_LOG("%s: the race never happened", name);
-		TH_LOG("%s: %d threads, %llu ops in %.1f s, %llu failed cmpxchg",
-		       name, n, (unsigned long long)sh.ops, now_s() - sh.t0,
-		       (unsigned long long)sh.failed);
+		TH_LOG("%s: %d threads, %llu ops in %.1f s, %llu failed cmpxchg%s",
+		       name, sh.n, (unsigned long long)sh.ops, now_s() - sh.t0,
+		       (unsigned long long)sh.failed,
+		       sh.partner ? " (raced by FETCH_INC_CMPXCHG)" : "");
 	}
 }
 
@@ -1710,6 +1744,14 @@ static void *race_thread(void *arg)
 			continue;
 		}
 		found++;
+		/*
+		 * Half the time, hold the upgraded reference a while, so
+		 * that the creator's put comes first and ours is the
+		 * final one: otherwise, with two ioctls against one, the
+		 * racer's put almost always comes first.
+		 */
+		if (rnd(&s) & 1)
+			usleep(200);
 		ret = lp_put(sh->fd, h);
 		if (ret < 0)
 			__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
