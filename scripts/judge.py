@@ -29,8 +29,9 @@ one-line reason, on:
     driver tests /init was told to select) skips the C-vs-Rust comparison,
     the demo and the bench smoke.
 
-Writes "PASSED FAILED SKIPPED" to COUNTS_FILE, prints the slowest steps
-and "guest: N passed, N failed".
+Writes "PASSED FAILED SKIPPED" to COUNTS_FILE and every driver test's
+wall time to RUN_DIR/test-times.txt, prints the guest's steps, the
+slowest tests and "guest: N passed, N failed".
 """
 import os
 import re
@@ -232,6 +233,8 @@ def report_times(run, console):
     if times:
         print('slowest driver tests (host wall, s): ' +
               ', '.join(f'{n} {t:.0f}' for t, n in times[:6]))
+        with open(os.path.join(run, 'test-times.txt'), 'w') as f:
+            f.writelines(f'{t:8.1f} s  {n}\n' for t, n in times)
 
 
 def main():

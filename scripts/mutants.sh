@@ -1,0 +1,292 @@
+#!/bin/bash
+# mutants.sh [NAME...]: make mutants, the suite's negative controls: apply
+# each deliberate bug of shared-tests/mutants/*.patch to a scratch copy of
+# the checkout, build it, boot it with only the tests that must catch it,
+# judge, and print a table (mutant, what killed it, seconds). Every mutant
+# must be killed: exit status is non-zero if one survives or errors.
+#
+# Each patch is a `git diff` with a header above its first "diff --git":
+# its first line says what the bug is, and a line "Tests: GLOB" names the
+# driver tests that must catch it (one shell glob matched by the guest's
+# /init against FIXTURE.VARIANT.TEST, as TESTS= does for make check).
+#
+# A copy is build/mutants/NAME/src: the checkout's tracked and untracked
+# files that git does not ignore, no build outputs. Its own scripts build
+# and boot it (modules.sh, initramfs.sh, qemu.sh, judge.sh), with build/
+# inside the copy and the toolchain root and kernel from LP_CACHE, so the
+# debug kernel must exist already (make kernel). The log of each mutant
+# is build/mutants/NAME/log, the table build/mutants/table.md.
+#
+# A patch that does not apply, a mutant that does not build or a guest
+# that cannot be started is an error, never a kill. The mutant is killed
+# when the judge fails the run; what killed it is a splat on the console
+# (with the test that was running), else the first failed test, else the
+# judge's first FAIL line. A run restricted to one module's tests leaves
+# the other module's twins unrun; the judge's "ran for C/Rust only" lines
+# are that restriction, not a kill, and are ignored.
+#
+# First a baseline: the unmutated checkout, copied and booted the same
+# way, must pass (else every kill would be that failure, and the run
+# stops there). MUTANT_BASELINE=quick (default) boots it once with two
+# cheap tests, one per module; full boots it with each mutant's Tests:
+# glob (proof that those tests pass without the bug, twice the time);
+# none skips it.
+#
+# NAME...: only the mutants whose file name starts with one of them.
+# MUTANT_TIMEOUT: seconds one mutant's guest may run (default 420).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+lp_need_root "$@"
+
+kind=debug
+mdir=$LP_REPO/shared-tests/mutants
+out=$LP_OUT/mutants
+table=$out/table.md
+timeout=${MUTANT_TIMEOUT:-420}
+# Cheap, and runs both modules: what a failure of every run would show.
+baseline_tests='dev.*.identify_names_module_and_abi'
+
+[ -f "$(lp_kdir_host "$kind")/arch/x86/boot/bzImage" ] || [ -n "${KDIR:-}" ] ||
+	lp_die "no $kind kernel in $(lp_kdir_host "$kind"): run 'make kernel' first"
+command -v git >/dev/null || lp_die "git is needed to copy the checkout and apply the patches"
+
+patches=()
+for p in "$mdir"/*.patch; do
+	[ -e "$p" ] || continue
+	n=$(basename "$p" .patch)
+	if [ $# -gt 0 ]; then
+		keep=0
+		for want in "$@"; do
+			case $n in "$want"*) keep=1 ;; esac
+		done
+		[ $keep -eq 1 ] || continue
+	fi
+	patches+=("$p")
+done
+[ ${#patches[@]} -gt 0 ] || lp_die "no mutants in shared-tests/mutants/${1:+ matching $*}"
+
+# header PATCH: the text above the first "diff --git".
+header() { sed '/^diff --git /,$d' "$1"; }
+
+# copy_tree DST: the checkout's tracked and untracked-not-ignored files.
+copy_tree() {
+	local dst=$1
+	mkdir -p "$dst"
+	git -C "$LP_REPO" ls-files -co --exclude-standard -z |
+		while IFS= read -r -d '' f; do
+			# A tracked file deleted in the work tree is not copied.
+			[ -e "$LP_REPO/$f" ] && printf '%s\0' "$f"
+		done |
+		tar -C "$LP_REPO" --null -T - -cf - | tar -C "$dst" -xf -
+}
+
+# first_check KTAP TEST: the first check TEST failed in the driver's
+# KTAP, with the message logged with it ("Expected A (1) == B (2): why").
+first_check() {
+	awk -v t="$2" '
+	function text(l) { sub(/^# [^:]*:[0-9]+:[^:]*:/, "", l); return l }
+	function lineno(l) { split(l, f, ":"); return f[2] + 0 }
+	$0 ~ "^#  RUN +" t " " { on = 1; next }
+	!on { next }
+	$0 ~ "^# +(FAIL|OK) +" t "$" { exit }
+	got && lineno($0) > 0 && lineno($0) <= at + 2 && $0 !~ /:Expected / {
+		printf ": %s", text($0); exit
+	}
+	got { exit }
+	/:Expected / { printf "%s", text($0); got = 1; at = lineno($0); next }
+	/^# / { last = $0 }
+	END { if (!got && last != "") printf "%s", substr(last, 3) }' "$1"
+}
+
+# killed_by DIR: what killed the mutant, from its judge output and logs;
+# empty if the judge found nothing but the restriction's own lines.
+killed_by() {
+	local dir=$1 fails splat n msg test fn end
+	local con=$dir/src/build/guest-$kind/check/console.log
+	fails=$(grep '^  FAIL ' "$dir/judge.out" | sed 's/^  FAIL //' |
+		grep -vE '^driver: .* ran for (C|Rust) only' || true)
+	[ -n "$fails" ] || return 0
+	splat=$(printf '%s\n' "$fails" | grep -m1 '^kernel splat, ' || true)
+	if [ -n "$splat" ]; then
+		n=$(printf '%s\n' "$splat" | sed -E 's/^kernel splat, console\.log:([0-9]+):.*/\1/')
+		msg=$(printf '%s\n' "$splat" | sed -E 's/^kernel splat, console\.log:[0-9]+: //;
+			s/^\[ *[0-9.]+\] ?//; s/CPU: [0-9]+ PID: [0-9]+ at //;
+			s/\+0x[0-9a-f]+\/0x[0-9a-f]+//g; s/ \(size [0-9]+\)://;
+			s/ at _R[0-9A-Za-z_]+//; s/, CPU#[0-9]+: .*$//')
+		case $msg in
+		"unreferenced object"*)
+			# kmemleak: name the allocation site of our module.
+			fn=$(tail -n +"$n" "$con" |
+				head -n 40 | grep -m1 -oE '[a-z_0-9]+(\+0x[0-9a-f]+/0x[0-9a-f]+)? \[(lockless_c|lockless_rust)\]' |
+				sed -E 's/\+0x[0-9a-f]+\/0x[0-9a-f]+//' || true)
+			msg="kmemleak: unreferenced object${fn:+ from $fn}"
+			;;
+		esac
+		# When: during the last test the driver started, or after it
+		# exited (rmmod, kmemleak's scan).
+		end=$(grep -n -m1 'lp-init: lockless_test exited' "$con" | cut -d: -f1 || true)
+		if [ -n "$end" ] && [ "$n" -gt "$end" ]; then
+			case $msg in
+			kmemleak:*) test="after the driver, by the kmemleak scan" ;;
+			*) test="after the driver, at module unload" ;;
+			esac
+		else
+			test=$(grep -oE '#  RUN +[^ ]+' "$dir/src/build/guest-$kind/check/ktap.log" 2>/dev/null |
+				tail -n1 | awk '{ print "during " $3 }' || true)
+		fi
+		printf 'splat: %s%s\n' "${msg:0:90}" "${test:+ ($test)}"
+		return 0
+	fi
+	test=$(printf '%s\n' "$fails" | sed -nE 's/^driver: ([^ :]+\.[^ :]+\.[^ :]+): [A-Z_]+$/\1/p' | head -n1)
+	if [ -n "$test" ]; then
+		msg=$(first_check "$dir/src/build/guest-$kind/check/ktap.log" "$test")
+		printf '%s%s\n' "$test" "${msg:+: ${msg:0:160}}"
+		return 0
+	fi
+	msg=$(printf '%s\n' "$fails" | head -n1)
+	printf '%s\n' "${msg:0:110}"
+}
+
+# build_and_judge DIR TESTS: build the copy DIR/src, boot it with TESTS,
+# judge it into DIR/judge.out. Sets judge_rc, or why (and returns 1) when
+# something before the judge failed.
+build_and_judge() {
+	local dir=$1 tests=$2 src=$1/src
+	judge_rc=
+	if ! "$src/scripts/modules.sh" "$kind" >>"$dir/log" 2>&1; then
+		why="does not build: $(grep -m1 -E 'error' "$dir/log" | cut -c1-100)"
+		return 1
+	fi
+	if ! "$src/scripts/initramfs.sh" "$kind" >>"$dir/log" 2>&1; then
+		why="the guest does not build (see $dir/log)"
+		return 1
+	fi
+	if ! TESTS=$tests TIMEOUT=$timeout "$src/scripts/qemu.sh" check "$kind" >>"$dir/log" 2>&1; then
+		why="the guest could not be run (see $dir/log)"
+		return 1
+	fi
+	judge_rc=0
+	TESTS=$tests "$src/scripts/judge.sh" check "$kind" >"$dir/judge.out" 2>&1 || judge_rc=$?
+	cat "$dir/judge.out" >>"$dir/log"
+	if grep -q '^Traceback' "$dir/judge.out"; then
+		why="the judge crashed (see $dir/judge.out)"
+		return 1
+	fi
+}
+
+# fresh_copy DIR: an empty DIR with the checkout copied to DIR/src.
+fresh_copy() {
+	rm -rf "$1"
+	mkdir -p "$1"
+	: >"$1/log"
+	copy_tree "$1/src"
+}
+
+# tests_of PATCH: its Tests: glob.
+tests_of() { header "$1" | sed -n 's/^Tests:[[:space:]]*//p' | head -n1; }
+
+# baseline TESTS: the unmutated checkout must pass TESTS, or no kill
+# proves anything (a failure it shares with every mutant is not a kill).
+baseline() {
+	local tests=$1 dir=$out/${2:-baseline} t0=$SECONDS
+	lp_say "baseline: the unmutated checkout with TESTS=$tests"
+	fresh_copy "$dir"
+	why=
+	build_and_judge "$dir" "$tests" || lp_die "baseline: the unmutated checkout $why"
+	if [ -n "$(killed_by "$dir")" ]; then
+		sed 's/^/    /' "$dir/judge.out" >&2
+		lp_die "baseline: the unmutated checkout fails TESTS=$tests (above, and $dir/): fix that first, no mutant can be judged against it"
+	fi
+	lp_say "  baseline passed in $((SECONDS - t0))s"
+}
+
+# run_mutant PATCH: sets status (killed, SURVIVED, ERROR) and why.
+run_mutant() {
+	local patch=$1 name dir src tests
+	name=$(basename "$patch" .patch)
+	dir=$out/$name
+	src=$dir/src
+	tests=$(tests_of "$patch")
+	status=ERROR
+	why=
+	if [ -z "$tests" ]; then
+		why="no 'Tests: GLOB' line in its header"
+		return
+	fi
+	case $tests in *[[:space:]]*)
+		why="Tests: '$tests' is not one glob without spaces"
+		return
+		;;
+	esac
+
+	fresh_copy "$dir"
+	# Outside any repository (the copy sits in this checkout's build/),
+	# git apply patches the files of the current directory.
+	if ! (cd "$src" && GIT_CEILING_DIRECTORIES=$dir git apply --check "$patch" &&
+		GIT_CEILING_DIRECTORIES=$dir git apply "$patch") >>"$dir/log" 2>&1; then
+		why="the patch does not apply: $(tail -n1 "$dir/log")"
+		return
+	fi
+	if ! build_and_judge "$dir" "$tests"; then
+		why="the mutant $why"
+		return
+	fi
+	why=$(killed_by "$dir")
+	if [ "$judge_rc" -ne 0 ] && [ -n "$why" ]; then
+		status=killed
+	else
+		status=SURVIVED
+		why="the judge passed TESTS=$tests (see $dir/src/build/guest-$kind/check/)"
+	fi
+}
+
+mkdir -p "$out"
+total=${#patches[@]}
+killed=0
+rows=()
+start=$SECONDS
+case ${MUTANT_BASELINE:-quick} in
+quick) baseline "$baseline_tests" ;;
+full)
+	mapfile -t globs < <(for p in "${patches[@]}"; do tests_of "$p"; done | sort -u)
+	for i in "${!globs[@]}"; do
+		baseline "${globs[$i]}" "baseline-$((i + 1))"
+	done
+	;;
+none) lp_say "MUTANT_BASELINE=none: no baseline run, so a kill may be a failure the checkout has anyway" ;;
+*) lp_die "MUTANT_BASELINE=$MUTANT_BASELINE is not one of quick, full, none" ;;
+esac
+lp_say "make mutants: $total mutants, each built and booted with only the tests that must kill it (guest timeout ${timeout}s)"
+i=0
+for patch in "${patches[@]}"; do
+	i=$((i + 1))
+	name=$(basename "$patch" .patch)
+	lp_say "mutant $i/$total $name: $(header "$patch" | head -n1)"
+	lp_say "  Tests: $(header "$patch" | sed -n 's/^Tests:[[:space:]]*//p' | head -n1)"
+	t0=$SECONDS
+	run_mutant "$patch"
+	secs=$((SECONDS - t0))
+	case $status in
+	killed)
+		killed=$((killed + 1))
+		lp_say "  killed in ${secs}s by $why"
+		rows+=("| $name | $why | $secs |")
+		;;
+	*)
+		lp_say "  $status after ${secs}s: $why"
+		[ -s "$out/$name/log" ] && tail -n 15 "$out/$name/log" | sed 's/^/    /' >&2
+		rows+=("| $name | **$status**: $why | $secs |")
+		;;
+	esac
+done
+
+{
+	echo "| mutant | killed by | seconds |"
+	echo "|---|---|---|"
+	printf '%s\n' "${rows[@]}"
+	echo
+	echo "$killed of $total mutants killed in $((SECONDS - start)) s"
+} >"$table"
+echo
+cat "$table"
+[ "$killed" -eq "$total" ]
