@@ -231,7 +231,8 @@ run_mutant() {
 		why="the mutant $why"
 		return
 	fi
-	why=$(killed_by "$dir")
+	# One table cell: no line breaks, no column separators.
+	why=$(killed_by "$dir" | tr '\n|' ' /' | sed 's/  */ /g; s/ $//')
 	if [ "$judge_rc" -ne 0 ] && [ -n "$why" ]; then
 		status=killed
 	else
@@ -240,53 +241,60 @@ run_mutant() {
 	fi
 }
 
-mkdir -p "$out"
-total=${#patches[@]}
-killed=0
-rows=()
-start=$SECONDS
-case ${MUTANT_BASELINE:-quick} in
-quick) baseline "$baseline_tests" ;;
-full)
-	mapfile -t globs < <(for p in "${patches[@]}"; do tests_of "$p"; done | sort -u)
-	for i in "${!globs[@]}"; do
-		baseline "${globs[$i]}" "baseline-$((i + 1))"
-	done
-	;;
-none) lp_say "MUTANT_BASELINE=none: no baseline run, so a kill may be a failure the checkout has anyway" ;;
-*) lp_die "MUTANT_BASELINE=$MUTANT_BASELINE is not one of quick, full, none" ;;
-esac
-lp_say "make mutants: $total mutants, each built and booted with only the tests that must kill it (guest timeout ${timeout}s)"
-i=0
-for patch in "${patches[@]}"; do
-	i=$((i + 1))
-	name=$(basename "$patch" .patch)
-	lp_say "mutant $i/$total $name: $(header "$patch" | head -n1)"
-	lp_say "  Tests: $(header "$patch" | sed -n 's/^Tests:[[:space:]]*//p' | head -n1)"
-	t0=$SECONDS
-	run_mutant "$patch"
-	secs=$((SECONDS - t0))
-	case $status in
-	killed)
-		killed=$((killed + 1))
-		lp_say "  killed in ${secs}s by $why"
-		rows+=("| $name | $why | $secs |")
+# The run itself, in a function: bash reads all of it before it starts,
+# so an edit to this file meanwhile cannot change a run under way.
+main() {
+	local total killed rows start i patch name t0 secs globs
+	mkdir -p "$out"
+	total=${#patches[@]}
+	killed=0
+	rows=()
+	start=$SECONDS
+	case ${MUTANT_BASELINE:-quick} in
+	quick) baseline "$baseline_tests" ;;
+	full)
+		mapfile -t globs < <(for p in "${patches[@]}"; do tests_of "$p"; done | sort -u)
+		for i in "${!globs[@]}"; do
+			baseline "${globs[$i]}" "baseline-$((i + 1))"
+		done
 		;;
-	*)
-		lp_say "  $status after ${secs}s: $why"
-		[ -s "$out/$name/log" ] && tail -n 15 "$out/$name/log" | sed 's/^/    /' >&2
-		rows+=("| $name | **$status**: $why | $secs |")
-		;;
+	none) lp_say "MUTANT_BASELINE=none: no baseline run, so a kill may be a failure the checkout has anyway" ;;
+	*) lp_die "MUTANT_BASELINE=$MUTANT_BASELINE is not one of quick, full, none" ;;
 	esac
-done
+	lp_say "make mutants: $total mutants, each built and booted with only the tests that must kill it (guest timeout ${timeout}s)"
+	i=0
+	for patch in "${patches[@]}"; do
+		i=$((i + 1))
+		name=$(basename "$patch" .patch)
+		lp_say "mutant $i/$total $name: $(header "$patch" | head -n1)"
+		lp_say "  Tests: $(header "$patch" | sed -n 's/^Tests:[[:space:]]*//p' | head -n1)"
+		t0=$SECONDS
+		run_mutant "$patch"
+		secs=$((SECONDS - t0))
+		case $status in
+		killed)
+			killed=$((killed + 1))
+			lp_say "  killed in ${secs}s by $why"
+			rows+=("| $name | $why | $secs |")
+			;;
+		*)
+			lp_say "  $status after ${secs}s: $why"
+			[ -s "$out/$name/log" ] && tail -n 15 "$out/$name/log" | sed 's/^/    /' >&2
+			rows+=("| $name | **$status**: $why | $secs |")
+			;;
+		esac
+	done
 
-{
-	echo "| mutant | killed by | seconds |"
-	echo "|---|---|---|"
-	printf '%s\n' "${rows[@]}"
+	{
+		echo "| mutant | killed by | seconds |"
+		echo "|---|---|---|"
+		printf '%s\n' "${rows[@]}"
+		echo
+		echo "$killed of $total mutants killed in $((SECONDS - start)) s"
+	} >"$table"
 	echo
-	echo "$killed of $total mutants killed in $((SECONDS - start)) s"
-} >"$table"
-echo
-cat "$table"
-[ "$killed" -eq "$total" ]
+	cat "$table"
+	[ "$killed" -eq "$total" ]
+}
+
+main
