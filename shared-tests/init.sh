@@ -95,11 +95,11 @@ check)
 	args=
 	if [ -n "${LP_TESTS:-}" ]; then
 		echo "lp-init: filter LP_TESTS=$LP_TESTS (no demo, no bench smoke)"
-		for name in $(selected); do
+		names=$(selected)
+		for name in $names; do
 			args="$args -r $name"
 		done
 		[ -n "$args" ] || fail "LP_TESTS=$LP_TESTS matches no driver test"
-		names=$(selected)
 	else
 		names=$(expected_tests)
 	fi
