@@ -41,6 +41,10 @@ kvm)
 *) lp_die "ACCEL=${ACCEL} is not one of tcg, kvm" ;;
 esac
 
+# The guest leaves by `reboot -f`, which -no-reboot turns into QEMU's
+# exit: this PCI-less kernel reads ACPI's tables (the MADT is how it finds
+# its vCPUs) but cannot load QEMU's DSDT (it needs PCI config space; two
+# "ACPI Error" lines at boot say so), so it has no ACPI power-off.
 append="console=ttyS0 panic=-1 panic_on_warn=1 softlockup_panic=1 lp.mode=$mode"
 if [ "$mode" = check ]; then
 	case ${PRESET:-quick} in
@@ -70,7 +74,7 @@ rm -rf "$run"
 mkdir -p "$run"
 
 if [ "$mode" = shell ]; then
-	lp_say "booting $kind kernel to a shell (${ACCEL:-tcg}); 'poweroff -f' leaves, Ctrl-A X kills"
+	lp_say "booting $kind kernel to a shell (${ACCEL:-tcg}); 'reboot -f' leaves, Ctrl-A X kills"
 	exec "${qemu[@]}" -nographic -serial mon:stdio
 fi
 
