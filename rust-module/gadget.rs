@@ -21,15 +21,8 @@
 //! Release never recurses: [`GadgetRef::put`] drops the parent's reference in
 //! a loop, so a chain of any depth is freed in constant stack.
 
-use core::{
-    cell::UnsafeCell,
-    mem::ManuallyDrop,
-    ops::{Deref, DerefMut},
-    pin::Pin,
-    ptr::NonNull,
-};
+use core::{cell::UnsafeCell, mem::ManuallyDrop, ops::Deref, pin::Pin, ptr::NonNull};
 use kernel::{
-    bindings,
     ffi::c_void,
     new_mutex, new_spinlock,
     prelude::*,
@@ -324,9 +317,8 @@ impl Gadget {
     ///
     /// This is the one place the count is driven through `Refcount::as_atomic()`,
     /// which `Refcount` reserves for what `refcount.h` has no API for. Here the
-    /// loop itself is the pattern under study, and `refcount.h`'s packaged form of
-    /// it, `refcount_dec_and_mutex_lock()`, needs the raw `struct mutex` that
-    /// `Mutex<T>` does not expose. Nothing of `refcount_t` is lost: the loop never
+    /// loop itself is the pattern under study; its packaged form is KREF_MUTEX's
+    /// `Refcount::dec_and_lock()`. Nothing of `refcount_t` is lost: the loop never
     /// goes below zero, and the count, one per handle, child and in-flight
     /// reference, stays far from saturation.
     fn put_weak_cmpxchg(&self) -> bool {
@@ -350,55 +342,46 @@ impl Gadget {
         }
     }
 
-    /// `refcount_dec_not_one()`, which `Refcount` has no method for.
-    fn dec_not_one(&self) -> bool {
-        let r: *const Refcount = &self.refcnt;
-        // SAFETY: `Refcount` is `#[repr(transparent)]` over `Opaque<refcount_t>`,
-        // itself transparent, so `r` is a valid `refcount_t` pointer; the C
-        // function updates it atomically, through `Opaque`'s interior mutability.
-        unsafe { bindings::refcount_dec_not_one(r.cast_mut().cast()) }
+    /// `kref_put_mutex()`: `Refcount::dec_and_lock()` is
+    /// `refcount_dec_and_mutex_lock()` on the owner's mutex, and the gadget
+    /// leaves the list under it if that was the last reference. Release ordering
+    /// before the decrement, acquire before the gadget is unlinked and freed.
+    fn put_kref_mutex(&self) -> bool {
+        let owner = self.owner();
+        if let Some(mut list) = self.refcnt.dec_and_lock(&owner.mutex) {
+            list_remove(&mut list, self.weak());
+            return true;
+        }
+        false
     }
 
-    /// The shape `refcount_dec_and_mutex_lock()` / `refcount_dec_and_lock()`
-    /// share, written out for whichever lock `lock` takes on the owner's list:
-    /// the lock-free `refcount_dec_not_one()` fast path, then the lock, then
-    /// `dec_and_test()` under it, unlinking the gadget if that was the last
-    /// reference. Release ordering before the decrement, acquire before the
-    /// gadget is unlinked and freed.
-    fn put_kref<G: DerefMut<Target = KVec<Weak>>>(&self, lock: impl FnOnce() -> G) -> bool {
-        if self.dec_not_one() {
+    /// `kref_put_lock()`: the same with the owner's spinlock
+    /// (`refcount_dec_and_lock()`).
+    fn put_kref_lock(&self) -> bool {
+        let owner = self.owner();
+        if let Some(mut list) = self.refcnt.dec_and_lock(&owner.lock) {
+            list_remove(&mut list, self.weak());
+            return true;
+        }
+        false
+    }
+
+    /// `kref_put_rwsem()`: the article's exercise, `refcount_dec_and_mutex_lock()`
+    /// written out for `RwSem`, which is not a `Lock` backend: lock-free while
+    /// the count is above one (`Refcount::dec_not_one()`); otherwise `down_write()`
+    /// fences off readers of the list, which upgrade weak references under
+    /// `down_read()`, and the 1 -> 0 step is `dec_and_test()` under it.
+    fn put_kref_rwsem(&self) -> bool {
+        let owner = self.owner();
+        if self.refcnt.dec_not_one() {
             return false;
         }
-        let mut list = lock();
+        let mut list = owner.rwsem.write();
         if !self.refcnt.dec_and_test() {
             return false;
         }
         list_remove(&mut list, self.weak());
         true
-    }
-
-    /// `kref_put_mutex()`. `Mutex<T>` does not expose the `struct mutex` that
-    /// `refcount_dec_and_mutex_lock()` takes, so this is [`Self::put_kref`] with
-    /// the owner's mutex.
-    fn put_kref_mutex(&self) -> bool {
-        let owner = self.owner();
-        self.put_kref(|| owner.mutex.lock())
-    }
-
-    /// `kref_put_lock()`: [`Self::put_kref`] with the owner's spinlock
-    /// (`refcount_dec_and_lock()` written out, `SpinLock<T>` hides its lock too).
-    fn put_kref_lock(&self) -> bool {
-        let owner = self.owner();
-        self.put_kref(|| owner.lock.lock())
-    }
-
-    /// `kref_put_rwsem()`: the article's exercise. Lock-free while the count is
-    /// above one; otherwise `down_write()` fences off readers of the list, which
-    /// upgrade weak references under `down_read()`, and the 1 -> 0 step is
-    /// `dec_and_test()` under it.
-    fn put_kref_rwsem(&self) -> bool {
-        let owner = self.owner();
-        self.put_kref(|| owner.rwsem.write())
     }
 
     /// One put in the arena's flavor (not LOCKLESS, which is `Arc`'s). Returns
