@@ -41,7 +41,7 @@ use kernel::{
 };
 
 use crate::{
-    device::{Arena, ArenaState},
+    arena::{Arena, ArenaState},
     rwsem::{new_rwsem, RwSem},
     uapi,
 };
