@@ -600,8 +600,8 @@ impl GadgetRef {
         let mut next = Some(self);
         while let Some(r) = next.take() {
             match r.release_one() {
-                None => break,
-                Some(parent) => {
+                PutOutcome::Alive => break,
+                PutOutcome::Freed(parent) => {
                     released += 1;
                     next = parent;
                 }
@@ -610,9 +610,8 @@ impl GadgetRef {
         released
     }
 
-    /// Drops this one reference. Returns `None` if the gadget lives on, else the
-    /// reference the released gadget held on its parent (if any).
-    fn release_one(self) -> Option<Option<GadgetRef>> {
+    /// Drops this one reference, freeing the gadget if it was the last.
+    fn release_one(self) -> PutOutcome {
         let mut this = ManuallyDrop::new(self);
         match &mut *this {
             // SAFETY: `this` is never used again, nor dropped.
@@ -631,6 +630,15 @@ impl Drop for GadgetRef {
         let this = unsafe { core::ptr::read(self) };
         this.put();
     }
+}
+
+/// What one put did to its gadget (one step of [`GadgetRef::put`]'s loop).
+enum PutOutcome {
+    /// It was not the last reference: the gadget lives on.
+    Alive,
+    /// It was the last reference: the gadget is freed. This is the reference it
+    /// held on its parent (`None` for a root), the caller's to put next.
+    Freed(Option<GadgetRef>),
 }
 
 /// Takes the parent reference out of a gadget being released and tells the
@@ -653,12 +661,12 @@ fn take_parent(g: &Gadget) -> Option<GadgetRef> {
 /// happens before the releaser reads the parent and frees the gadget.
 /// `Arc::drop_with` leaves the count at zero while it lends us the gadget, so
 /// TRYGET's `Arc::from_raw_inc_not_zero` cannot revive it.
-fn put_lockless(a: Arc<Gadget>) -> Option<Option<GadgetRef>> {
+fn put_lockless(a: Arc<Gadget>) -> PutOutcome {
     let mut parent = None;
     if Arc::drop_with(a, |g| parent = take_parent(&g)) {
-        Some(parent)
+        PutOutcome::Freed(parent)
     } else {
-        None
+        PutOutcome::Alive
     }
 }
 
@@ -668,16 +676,16 @@ fn put_lockless(a: Arc<Gadget>) -> Option<Option<GadgetRef>> {
 /// # Safety
 ///
 /// `p` is a `GadgetRef::Counted` pointer whose count the caller owns and hands over.
-unsafe fn put_counted(p: NonNull<Gadget>) -> Option<Option<GadgetRef>> {
+unsafe fn put_counted(p: NonNull<Gadget>) -> PutOutcome {
     // SAFETY: The caller owns a count, so the gadget is alive until `put_one()`
     // says that count was the last.
     if !unsafe { p.as_ref() }.put_one() {
-        return None;
+        return PutOutcome::Alive;
     }
     // SAFETY: The count reached zero and we did it: no other reference exists.
     let parent = take_parent(unsafe { p.as_ref() });
     // SAFETY: `p` came from `KBox::into_raw` of a pinned box in `Gadget::create`, and
     // this was the last reference; the gadget is dropped in place, not moved.
     drop(unsafe { Pin::new_unchecked(KBox::from_raw(p.as_ptr())) });
-    Some(parent)
+    PutOutcome::Freed(parent)
 }
