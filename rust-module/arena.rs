@@ -24,7 +24,7 @@ use kernel::{
 };
 
 use crate::{
-    gadget::{GadgetRef, Kids, Weak},
+    gadget::{GadgetPtr, GadgetRef, Kids},
     uapi,
 };
 
@@ -70,7 +70,7 @@ pub(crate) struct Arena {
     /// id -> gadget, for TRYGET; the mutex orders lookups against the release
     /// path's removal.
     #[pin]
-    pub(crate) registry: Mutex<XArray<Weak>>,
+    pub(crate) registry: Mutex<XArray<GadgetPtr>>,
     /// The handles; the mutex keeps a handle's gadget alive while a reference is
     /// taken from it.
     #[pin]
