@@ -29,15 +29,16 @@ use crate::{
 };
 
 /// Arenas alive in the whole module (`IDENTIFY.live_arenas`): counted from the
-/// allocation in [`Arena::new_boxed`] (`open()`) until the arena's drop, the last step before `KBox`
-/// frees its memory, so an arena that `release()` leaks stays counted. `Relaxed`,
-/// like [`LIVE_GADGETS`](crate::gadget::LIVE_GADGETS): only a quiescent IDENTIFY and module exit read it.
+/// allocation in [`Arena::new_boxed`] (`open()`) until the arena's drop, the
+/// last step before `KBox` frees its memory, so an arena that `release()` leaks
+/// stays counted. `Relaxed`, like [`LIVE_GADGETS`](crate::gadget::LIVE_GADGETS):
+/// only a quiescent IDENTIFY and module exit read it.
 pub(crate) static LIVE_ARENAS: Atomic<i64> = Atomic::new(0);
 
 /// Handles held in the whole module, all arenas together (`IDENTIFY.live_handles`):
 /// handle-table entries, counted by [`Arena::handle_new`] when it publishes one
-/// and until [`Arena::handle_take`] takes it out again (PUT, and the arena's drop
-/// for every handle still held). `Relaxed`.
+/// and until [`Arena::handle_take`] takes it out again (PUT, and
+/// [`Arena::release_handles`] at close() for every handle still held). `Relaxed`.
 pub(crate) static LIVE_HANDLES: Atomic<i64> = Atomic::new(0);
 
 /// The state `Arena::lock` protects: the article v1 "gadgets_lock", which also
@@ -186,14 +187,14 @@ impl Arena {
         LIVE_HANDLES.fetch_sub(1, Relaxed);
         Some(g)
     }
-}
 
-#[pinned_drop]
-impl PinnedDrop for Arena {
-    /// `lp_release()`: close() takes out and puts every handle still held, which
-    /// frees every gadget before the arena they point to goes. The arena stops
-    /// counting in [`LIVE_ARENAS`] last, just before `KBox` frees its memory.
-    fn drop(self: Pin<&mut Self>) {
+    /// `lp_release()`'s first half, called by `MiscDevice::release` at close():
+    /// takes out and puts every handle still held, which frees every gadget.
+    ///
+    /// Runs on `&Arena`, before the arena is dropped: the gadgets being released
+    /// read their arena through pointers derived from shared borrows of it, which
+    /// the drop's `&mut Arena` would invalidate.
+    pub(crate) fn release_handles(&self) {
         let slots = self.handles.lock().slots.len();
         for slot in 0..slots {
             // `slot` < LP_MAX_HANDLES, so the handle fits a `u32`.
@@ -201,6 +202,15 @@ impl PinnedDrop for Arena {
                 g.put();
             }
         }
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for Arena {
+    /// `lp_release()`'s second half: runs when `KBox` drops the arena, after
+    /// [`Arena::release_handles`] freed every gadget; the arena stops counting in
+    /// [`LIVE_ARENAS`] last, just before `KBox` frees its memory.
+    fn drop(self: Pin<&mut Self>) {
         kernel::warn_on!(self.created.load(Relaxed) != self.freed.load(Relaxed));
         LIVE_ARENAS.fetch_sub(1, Relaxed);
     }

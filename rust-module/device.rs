@@ -334,6 +334,13 @@ impl MiscDevice for Arena {
         Arena::new_boxed()
     }
 
+    /// `lp_release()`: close() puts every handle the arena still holds, through
+    /// `&Arena` ([`Arena::release_handles`]), then the arena is dropped and freed.
+    fn release(arena: Pin<KBox<Arena>>, _file: &File) {
+        arena.release_handles();
+        drop(arena);
+    }
+
     fn ioctl(me: Pin<&Arena>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
         let arena = me.get_ref();
         let arg = UserPtr::from_addr(arg);

@@ -235,11 +235,14 @@ fn list_add_spinlocked(lock: &SpinLock<KVec<GadgetPtr>>, w: GadgetPtr) -> Result
 ///
 /// # Invariants
 ///
-/// - `arena` points to the arena that created the gadget, which outlives it: the
-///   arena puts every handle it holds before it goes, and nothing else holds a
-///   reference across an ioctl.
-/// - `parent` is only written by the put that released the gadget, when no other
-///   reference to it exists and it is off every weak list.
+/// - `arena` points to the arena that created the gadget, which outlives it:
+///   `MiscDevice::release` puts every handle the arena holds, through `&Arena`,
+///   before the arena is dropped, and nothing else holds a reference across an
+///   ioctl. The pointer comes from a shared borrow of the arena and is only read
+///   through.
+/// - `parent` is only written by the put that released the gadget
+///   ([`Gadget::release`]), once its count is zero and it is off every weak list
+///   and out of the registry: no other thread can reach it then.
 #[pin_data(PinnedDrop)]
 pub(crate) struct Gadget {
     /// LOCKED: article v1's count, serialised by the arena's mutex.
@@ -467,6 +470,24 @@ impl Gadget {
         }
     }
 
+    /// `lp_gadget_free()`'s first half: the release path, once the put that took
+    /// the count to zero unlinked the gadget from its weak list, and before the
+    /// gadget is dropped and freed. Unregisters it (after the count reached zero,
+    /// before the free, as `kvm_destroy_vm()` removes the debugfs files), then
+    /// takes out the reference it held on its parent, for the caller to put next.
+    ///
+    /// Takes `&self`, as C does `struct lp_gadget *`: until we hold the registry
+    /// lock, a TRYGET holding it may have found the gadget and be reading its count
+    /// through a `&Gadget` of its own. Only once the gadget is out of the registry
+    /// can the drop borrow it mutably.
+    fn release(&self) -> Option<GadgetRef> {
+        if let Ok(i) = index(self.id) {
+            let registry = self.arena().registry.lock();
+            registry.lock().remove(i);
+        }
+        take_parent(self)
+    }
+
     /// `lp_gadget_lookup()`: upgrades a child's weak reference to a strong one.
     ///
     /// The article's rule: a weak reference may be upgraded with a plain get while
@@ -559,18 +580,12 @@ pub(crate) fn tryget(arena: &Arena, id: u64) -> Result<GadgetRef> {
 
 #[pinned_drop]
 impl PinnedDrop for Gadget {
-    /// `lp_gadget_free()`: runs once the count reached zero, before the memory is
-    /// freed. Unregisters the gadget (after the count reached zero, before the free,
-    /// as `kvm_destroy_vm()` removes the debugfs files). The reference it held on
-    /// its parent was taken out by the put that released it.
+    /// `lp_gadget_free()`'s second half: runs when the box or the `Arc` drops the
+    /// gadget, just before its memory is freed, after [`Gadget::release`] took it
+    /// out of the registry: no other thread can reach it any more.
     fn drop(self: Pin<&mut Self>) {
-        let arena = self.arena();
-        if let Ok(i) = index(self.id) {
-            let registry = arena.registry.lock();
-            registry.lock().remove(i);
-        }
         kernel::warn_on!(self.nr_children.load(Relaxed) != 0);
-        arena.freed.fetch_add(1, Relaxed);
+        self.arena().freed.fetch_add(1, Relaxed);
         LIVE_GADGETS.fetch_sub(1, Relaxed);
     }
 }
@@ -709,8 +724,10 @@ enum PutOutcome {
 /// Takes the parent reference out of a gadget being released and tells the
 /// parent it lost a child.
 fn take_parent(g: &Gadget) -> Option<GadgetRef> {
-    // SAFETY: The caller released `g`: no other reference exists and `g` is off
-    // every weak list, so nobody else reads `parent` (type invariant of `Gadget`).
+    // SAFETY: Called by `Gadget::release` only, after it unregistered `g`, whose
+    // count is zero and which is off every weak list: no other thread can reach
+    // `g`, so nobody else reads or writes `parent` (type invariant of `Gadget`).
+    // The `&mut Option` made through the `UnsafeCell` lasts for this statement.
     let parent = unsafe { (*g.parent.get()).take() };
     if let Some(p) = &parent {
         p.nr_children.fetch_sub(1, Relaxed);
@@ -726,9 +743,19 @@ fn take_parent(g: &Gadget) -> Option<GadgetRef> {
 /// happens before the releaser reads the parent and frees the gadget.
 /// `Arc::drop_with` leaves the count at zero while it lends us the gadget, so
 /// TRYGET's `Arc::from_raw_inc_not_zero` cannot revive it.
+///
+/// The release path runs in the closure, before the `Arc` frees the gadget, and
+/// uses the gadget shared (`Gadget::release` takes `&Gadget`). `drop_with` lends
+/// it as `Pin<&mut Gadget>`, which is sound only if no other thread holds a
+/// reference into the gadget meanwhile: it is on no list (LOCKLESS keeps none),
+/// no handle holds it (its count is zero), and a TRYGET that finds it in the
+/// registry touches only the `Arc`'s count, beside the gadget, never the gadget
+/// itself (`tryget()` makes no `&Gadget` in LOCKLESS; that
+/// `Arc::from_raw_inc_not_zero()` of patch 0002 must not either is issue 12,
+/// item 13, on the patch side).
 fn put_lockless(a: Arc<Gadget>) -> PutOutcome {
     let mut parent = None;
-    if Arc::drop_with(a, |g| parent = take_parent(&g)) {
+    if Arc::drop_with(a, |g| parent = g.as_ref().get_ref().release()) {
         PutOutcome::Freed(parent)
     } else {
         PutOutcome::Alive
@@ -748,10 +775,12 @@ unsafe fn put_counted(p: GadgetPtr) -> PutOutcome {
     if !g.put_one() {
         return PutOutcome::Alive;
     }
-    let parent = take_parent(g);
+    let parent = g.release();
     // SAFETY: `p` is `KBox::into_raw`'s pointer for a pinned box (the caller's
-    // `GadgetRef::Counted` invariant), and this was the last reference; the gadget
-    // is dropped in place, not moved.
+    // `GadgetRef::Counted` invariant). This was the last reference, and
+    // `release()` took the gadget off the registry, the last place another thread
+    // could find it, under the registry lock: no other reference to it exists, so
+    // the box may borrow it mutably to drop it (in place, it was pinned) and free it.
     drop(unsafe { Pin::new_unchecked(KBox::from_raw(p.as_ptr())) });
     PutOutcome::Freed(parent)
 }
