@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! `/dev/lockless_rust`: the misc device, its arenas and handles, and the ioctl
-//! dispatch.
+//! `/dev/lockless_rust`: the misc device and the ioctl dispatch.
 //!
 //! Mirrors `c-module/device.c`. Userspace drives it exactly like the C device,
 //! through the structs of `shared-tests/lockless_uapi.h`:
@@ -15,46 +14,29 @@
 //! printf("%s ABI %u\n", id.name, id.abi_version);
 //! ```
 //!
-//! Each open file is an [`Arena`]. A handle is an index in the arena's handle
-//! table holding one strong reference ([`GadgetRef`]): PUT consumes it,
-//! GET/LOOKUP/TRYGET/NEW create one, and closing the file puts whatever is left.
+//! Each open file is an [`Arena`] (`arena.rs`, which C keeps in this file): its
+//! handles, gadgets and variables.
 
 use core::{mem::size_of, pin::Pin};
 use kernel::{
     bindings,
     fs::File,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
-    new_mutex, new_spinlock,
     prelude::*,
-    sync::{
-        atomic::{Atomic, Relaxed},
-        Mutex, SpinLock,
-    },
+    sync::atomic::Relaxed,
     time::{Instant, Monotonic},
     transmute::{AsBytes, FromBytes},
     uaccess::{UserPtr, UserSlice, UserSliceWriter},
-    xarray::{AllocKind, XArray},
 };
 
 use crate::{
-    gadget::{self, Gadget, GadgetRef, Kids, Weak, LIVE_GADGETS},
+    arena::{Arena, LIVE_ARENAS, LIVE_HANDLES},
+    gadget::{self, Gadget, GadgetRef, LIVE_GADGETS},
     rmw, uapi,
 };
 
 const ALL_FLAVORS: u32 = (1 << uapi::LP_FLAVOR_COUNT) - 1;
 const ALL_OPS: u64 = (1 << uapi::LP_OP_COUNT) - 1;
-
-/// Arenas alive in the whole module (`IDENTIFY.live_arenas`): counted from the
-/// allocation in `open()` until the arena's drop, the last step before `KBox`
-/// frees its memory, so an arena that `release()` leaks stays counted. `Relaxed`,
-/// like [`LIVE_GADGETS`]: only a quiescent IDENTIFY and module exit read it.
-static LIVE_ARENAS: Atomic<i64> = Atomic::new(0);
-
-/// Handles held in the whole module, all arenas together (`IDENTIFY.live_handles`):
-/// handle-table entries, counted by [`Arena::handle_new`] when it publishes one
-/// and until [`Arena::handle_take`] takes it out again (PUT, and the arena's drop
-/// for every handle still held). `Relaxed`.
-static LIVE_HANDLES: Atomic<i64> = Atomic::new(0);
 
 /// The registration of `/dev/lockless_rust`.
 pub(crate) type Registration = MiscDeviceRegistration<Arena>;
@@ -110,163 +92,6 @@ fn copy_in<T: Reserved>(arg: UserPtr) -> Result<(T, UserSliceWriter)> {
 fn copy_out<T: AsBytes>(mut writer: UserSliceWriter, value: &T) -> Result<isize> {
     writer.write(value)?;
     Ok(0)
-}
-
-/// The state `Arena::lock` protects: the article v1 "gadgets_lock", which also
-/// serialises LOCKED counts (`Gadget::count` is `LockedBy` it).
-pub(crate) struct ArenaState {
-    /// A gadget has been created; the flavor can no longer change.
-    configured: bool,
-}
-
-/// The handle table: handle `h` is `slots[h - 1]`, each `Some` one strong
-/// reference owned by the file. The lowest free handle is handed out first, as
-/// `xa_alloc()` does in C, so both modules give the same handles.
-struct Handles {
-    slots: KVec<Option<GadgetRef>>,
-    held: u32,
-}
-
-/// One open file of `/dev/lockless_rust` (`struct lp_arena`).
-#[pin_data(PinnedDrop)]
-pub(crate) struct Arena {
-    /// `enum lp_flavor`, fixed by the first NEW.
-    flavor: Atomic<u32>,
-    /// The article v1 "gadgets_lock" (LOCKED counts), and CONFIGURE vs NEW.
-    #[pin]
-    pub(crate) lock: Mutex<ArenaState>,
-    /// Weak list of the root gadgets, fenced like a gadget's children.
-    #[pin]
-    pub(crate) roots: Kids,
-    /// id -> gadget, for TRYGET; the mutex orders lookups against the release
-    /// path's removal.
-    #[pin]
-    pub(crate) registry: Mutex<XArray<Weak>>,
-    /// The handles; the mutex keeps a handle's gadget alive while a reference is
-    /// taken from it.
-    #[pin]
-    handles: Mutex<Handles>,
-    /// Last id handed out.
-    pub(crate) next_id: Atomic<u64>,
-    /// Gadgets ever created.
-    pub(crate) created: Atomic<u64>,
-    /// Gadgets ever freed.
-    pub(crate) freed: Atomic<u64>,
-    /// The article's `atomic_t` variable.
-    pub(crate) var: Atomic<i32>,
-    /// jbd2's `t_max_wait` after the patch (lockless).
-    pub(crate) max_wait: Atomic<usize>,
-    /// jbd2's `t_max_wait` before the patch, under its `t_handle_lock`.
-    #[pin]
-    pub(crate) max_locked: SpinLock<usize>,
-    /// Private counter of the ATOMIC_FLOOR op.
-    floor: Atomic<i32>,
-}
-
-impl Handles {
-    /// The slot of `handle`, if it is in the table's range.
-    fn slot(handle: u32) -> Option<usize> {
-        usize::try_from(handle).ok()?.checked_sub(1)
-    }
-
-    /// The reference `handle` holds, if it is a live handle.
-    fn get(&self, handle: u32) -> Option<&GadgetRef> {
-        self.slots.get(Self::slot(handle)?)?.as_ref()
-    }
-}
-
-impl Arena {
-    fn new() -> impl PinInit<Self, Error> {
-        try_pin_init!(Self {
-            flavor: Atomic::new(uapi::LP_FLAVOR_LOCKED),
-            lock <- new_mutex!(ArenaState { configured: false }, "lp_arena.lock"),
-            roots <- Kids::new(),
-            registry <- new_mutex!(XArray::new(AllocKind::Alloc), "lp_arena.reg_lock"),
-            handles <- new_mutex!(
-                Handles {
-                    slots: KVec::new(),
-                    held: 0,
-                },
-                "lp_arena.handles_lock"
-            ),
-            next_id: Atomic::new(0),
-            created: Atomic::new(0),
-            freed: Atomic::new(0),
-            var: Atomic::new(0),
-            max_wait: Atomic::new(0),
-            max_locked <- new_spinlock!(0, "lp_arena.max_lock"),
-            floor: Atomic::new(0),
-        })
-    }
-
-    /// The arena's `enum lp_flavor`.
-    pub(crate) fn flavor(&self) -> u32 {
-        self.flavor.load(Relaxed)
-    }
-
-    /// `lp_handle_get()`: resolves `handle` and takes a reference to its gadget
-    /// for the caller; the handle lock keeps the handle's own reference in place
-    /// meanwhile.
-    fn handle_get(&self, handle: u32) -> Result<GadgetRef> {
-        let handles = self.handles.lock();
-        handles.get(handle).map(GadgetRef::get).ok_or(EBADF)
-    }
-
-    /// `lp_handle_new()`: gives the caller's reference to a new handle, or puts it
-    /// back (`ENOSPC` when the table is full).
-    fn handle_new(&self, g: GadgetRef) -> Result<u32> {
-        let mut handles = self.handles.lock();
-        let slot = match handles.slots.iter().position(Option::is_none) {
-            Some(i) => i,
-            None if handles.slots.len() < uapi::LP_MAX_HANDLES as usize => {
-                if let Err(e) = handles.slots.push(None, GFP_KERNEL) {
-                    drop(handles);
-                    drop(g);
-                    return Err(e.into());
-                }
-                handles.slots.len() - 1
-            }
-            None => {
-                drop(handles);
-                drop(g);
-                return Err(ENOSPC);
-            }
-        };
-        handles.slots[slot] = Some(g);
-        handles.held += 1;
-        // Under the handle lock, as is the take: the count cannot go below 0.
-        LIVE_HANDLES.fetch_add(1, Relaxed);
-        // `slot` < LP_MAX_HANDLES, so the handle fits a `u32`.
-        Ok(slot as u32 + 1)
-    }
-
-    /// `lp_handle_take()`: takes a handle out of the table; the caller owns its
-    /// reference.
-    fn handle_take(&self, handle: u32) -> Option<GadgetRef> {
-        let mut handles = self.handles.lock();
-        let g = handles.slots.get_mut(Handles::slot(handle)?)?.take()?;
-        handles.held -= 1;
-        LIVE_HANDLES.fetch_sub(1, Relaxed);
-        Some(g)
-    }
-}
-
-#[pinned_drop]
-impl PinnedDrop for Arena {
-    /// `lp_release()`: close() takes out and puts every handle still held, which
-    /// frees every gadget before the arena they point to goes. The arena stops
-    /// counting in [`LIVE_ARENAS`] last, just before `KBox` frees its memory.
-    fn drop(self: Pin<&mut Self>) {
-        let slots = self.handles.lock().slots.len();
-        for slot in 0..slots {
-            // `slot` < LP_MAX_HANDLES, so the handle fits a `u32`.
-            if let Some(g) = self.handle_take(slot as u32 + 1) {
-                g.put();
-            }
-        }
-        kernel::warn_on!(self.created.load(Relaxed) != self.freed.load(Relaxed));
-        LIVE_ARENAS.fetch_sub(1, Relaxed);
-    }
 }
 
 /// `lp_identify()`: answers `LP_IOC_IDENTIFY`.
@@ -506,9 +331,14 @@ impl MiscDevice for Arena {
     type Ptr = Pin<KBox<Self>>;
 
     fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
-        let arena = KBox::try_pin_init(Arena::new(), GFP_KERNEL)?;
-        LIVE_ARENAS.fetch_add(1, Relaxed);
-        Ok(arena)
+        Arena::new_boxed()
+    }
+
+    /// `lp_release()`: close() puts every handle the arena still holds, through
+    /// `&Arena` ([`Arena::release_handles`]), then the arena is dropped and freed.
+    fn release(arena: Pin<KBox<Arena>>, _file: &File) {
+        arena.release_handles();
+        drop(arena);
     }
 
     fn ioctl(me: Pin<&Arena>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {

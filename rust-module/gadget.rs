@@ -34,7 +34,7 @@ use kernel::{
 };
 
 use crate::{
-    device::{Arena, ArenaState},
+    arena::{Arena, ArenaState},
     rwsem::{new_rwsem, RwSem},
     uapi,
 };
@@ -45,37 +45,98 @@ use crate::{
 /// exit and a quiescent IDENTIFY read.
 pub(crate) static LIVE_GADGETS: Atomic<i64> = Atomic::new(0);
 
-/// A weak reference: the address of a gadget on a child list or in the registry.
+/// A pointer to a gadget that carries its allocation's provenance: what the
+/// weak child lists and the registry store, and what a [`GadgetRef::Counted`]
+/// owns one count of.
 ///
-/// It keeps nothing alive. It may be dereferenced only under the lock of the list
-/// or registry it was found in: a gadget leaves its list before the lock that
-/// fenced its 1 -> 0 step is dropped, and the registry before it is freed.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Weak(NonNull<Gadget>);
+/// It keeps nothing alive, and it is not a count (weak or strong): it is the
+/// gadget's address as its allocator handed it out, so that a count taken
+/// through it may later free the gadget through it ([`KBox::from_raw`]), or
+/// rebuild an `Arc` from it ([`Arc::from_raw_inc_not_zero`]). Only
+/// [`GadgetPtr::as_ref`] dereferences it.
+///
+/// # Invariants
+///
+/// The pointer is a copy of the one [`Gadget::create`] got for this gadget
+/// from [`KBox::into_raw`] (every flavor but LOCKLESS) or [`Arc::as_ptr`]
+/// (LOCKLESS), never one derived from a reference to the gadget.
+#[derive(Clone, Copy)]
+pub(crate) struct GadgetPtr(NonNull<Gadget>);
 
-// SAFETY: A `Weak` is an address; what may be done with it is decided by the lock
-// it is found under, whatever the thread.
-unsafe impl Send for Weak {}
-// SAFETY: Through `&Weak` only the address can be copied.
-unsafe impl Sync for Weak {}
+// SAFETY: A `GadgetPtr` is an address; dereferencing it is `unsafe`
+// ([`GadgetPtr::as_ref`]) and allowed by a lock or a count, whatever the thread.
+unsafe impl Send for GadgetPtr {}
+// SAFETY: Through `&GadgetPtr` only the address can be copied.
+unsafe impl Sync for GadgetPtr {}
+
+impl GadgetPtr {
+    /// The pointer `KBox::into_raw` returns for a new, pinned gadget, which
+    /// from now on is freed only by [`put_counted`].
+    fn from_box(boxed: Pin<KBox<Gadget>>) -> Self {
+        // SAFETY: The gadget is never moved out of its allocation: `put_counted()`
+        // rebuilds the pinned box from this pointer and drops it in place.
+        let raw = KBox::into_raw(unsafe { Pin::into_inner_unchecked(boxed) });
+        // SAFETY: `KBox::into_raw` never returns null.
+        // INVARIANT: The pointer `KBox::into_raw` returned, unchanged.
+        Self(unsafe { NonNull::new_unchecked(raw) })
+    }
+
+    /// The pointer `Arc::as_ptr` returns for a LOCKLESS gadget.
+    fn from_arc(arc: &Arc<Gadget>) -> Self {
+        let raw = Arc::as_ptr(arc).cast_mut();
+        // SAFETY: `Arc::as_ptr` points into the `Arc`'s allocation: not null.
+        // INVARIANT: The pointer `Arc::as_ptr` returned, unchanged.
+        Self(unsafe { NonNull::new_unchecked(raw) })
+    }
+
+    /// The raw pointer, with its provenance, for `KBox::from_raw` and
+    /// `Arc::from_raw_inc_not_zero`.
+    fn as_ptr(self) -> *mut Gadget {
+        self.0.as_ptr()
+    }
+
+    /// Whether this is the address of `g`.
+    fn is(self, g: &Gadget) -> bool {
+        core::ptr::eq(self.0.as_ptr(), g)
+    }
+
+    /// Borrows the gadget.
+    ///
+    /// # Safety
+    ///
+    /// For all of `'a`, the gadget must stay allocated and no `&mut Gadget` to it
+    /// may exist. That holds while the caller owns a count of the gadget, and
+    /// while it holds the lock of the weak list or registry it found `self` in:
+    /// a gadget leaves its list under the lock that fenced its 1 -> 0 step, and
+    /// the registry, under the registry lock, before its release path drops it.
+    unsafe fn as_ref<'a>(self) -> &'a Gadget {
+        // SAFETY: The pointer is valid for reads (the caller's guarantee that the
+        // gadget is allocated) and came from its allocation (type invariant);
+        // the caller guarantees that no `&mut Gadget` exists for `'a`.
+        unsafe { self.0.as_ref() }
+    }
+}
 
 // SAFETY: `into_foreign` hands the gadget's address to the XArray unchanged, and
-// `from_foreign`/`borrow` rebuild the same `Weak` from it. Gadgets are aligned to
-// `Gadget`'s alignment (at least 8, it holds pointers and `u64`s). A `Weak` owns
-// nothing, so a `Weak` rebuilt and dropped by the XArray frees nothing.
-unsafe impl ForeignOwnable for Weak {
+// `from_foreign`/`borrow` rebuild the same `GadgetPtr` from it: the XArray stores
+// and returns the pointer value it is given, so the copy keeps its provenance.
+// Gadgets are aligned to `Gadget`'s alignment (at least 8, it holds pointers and
+// `u64`s). A `GadgetPtr` owns nothing, so one rebuilt and dropped by the XArray
+// frees nothing.
+unsafe impl ForeignOwnable for GadgetPtr {
     const FOREIGN_ALIGN: usize = core::mem::align_of::<Gadget>();
 
-    type Borrowed<'a> = Weak;
-    type BorrowedMut<'a> = Weak;
+    type Borrowed<'a> = GadgetPtr;
+    type BorrowedMut<'a> = GadgetPtr;
 
     fn into_foreign(self) -> *mut c_void {
         self.0.as_ptr().cast()
     }
 
     unsafe fn from_foreign(ptr: *mut c_void) -> Self {
-        // SAFETY: `ptr` came from `into_foreign`, so it is a non-null gadget address.
-        Weak(unsafe { NonNull::new_unchecked(ptr.cast()) })
+        // SAFETY: `ptr` came from `into_foreign`, so it is a non-null gadget pointer.
+        // INVARIANT: `into_foreign` returned the pointer of a `GadgetPtr` unchanged.
+        GadgetPtr(unsafe { NonNull::new_unchecked(ptr.cast()) })
     }
 
     unsafe fn borrow<'a>(ptr: *mut c_void) -> Self::Borrowed<'a> {
@@ -97,19 +158,19 @@ unsafe impl ForeignOwnable for Weak {
 ///
 /// C links gadgets into an intrusive `list_head`. Rust's `kernel::list::List`
 /// owns its items (a `ListArc` is a strong reference), so it cannot hold the
-/// weak references this list is about; the list is a vector of [`Weak`] under
+/// weak references this list is about; the list is a vector of [`GadgetPtr`] under
 /// each lock instead.
 #[pin_data]
 pub(crate) struct Kids {
     /// WEAK_CMPXCHG and KREF_MUTEX.
     #[pin]
-    mutex: Mutex<KVec<Weak>>,
+    mutex: Mutex<KVec<GadgetPtr>>,
     /// KREF_LOCK.
     #[pin]
-    lock: SpinLock<KVec<Weak>>,
+    lock: SpinLock<KVec<GadgetPtr>>,
     /// KREF_RWSEM: LOOKUP takes it shared.
     #[pin]
-    rwsem: RwSem<KVec<Weak>>,
+    rwsem: RwSem<KVec<GadgetPtr>>,
 }
 
 impl Kids {
@@ -129,9 +190,9 @@ pub(crate) fn flavor_has_kids(flavor: u32) -> bool {
     flavor != uapi::LP_FLAVOR_LOCKED && flavor != uapi::LP_FLAVOR_LOCKLESS
 }
 
-/// Takes `w` off a locked list (`list_del()`).
-fn list_remove(list: &mut KVec<Weak>, w: Weak) {
-    if let Some(i) = list.iter().position(|x| *x == w) {
+/// Takes `g` off a locked list (`list_del()`).
+fn list_remove(list: &mut KVec<GadgetPtr>, g: &Gadget) {
+    if let Some(i) = list.iter().position(|x| x.is(g)) {
         let last = list.len() - 1;
         list.as_mut_slice().swap(i, last);
         list.pop();
@@ -140,7 +201,7 @@ fn list_remove(list: &mut KVec<Weak>, w: Weak) {
 
 /// `list_add_tail()` on a list fenced by a spinlock. `GFP_KERNEL` may sleep, so
 /// the vector grows outside the lock and is swapped in under it.
-fn list_add_spinlocked(lock: &SpinLock<KVec<Weak>>, w: Weak) -> Result {
+fn list_add_spinlocked(lock: &SpinLock<KVec<GadgetPtr>>, w: GadgetPtr) -> Result {
     loop {
         let mut list = lock.lock();
         if list.push_within_capacity(w).is_ok() {
@@ -167,11 +228,14 @@ fn list_add_spinlocked(lock: &SpinLock<KVec<Weak>>, w: Weak) -> Result {
 ///
 /// # Invariants
 ///
-/// - `arena` points to the arena that created the gadget, which outlives it: the
-///   arena puts every handle it holds before it goes, and nothing else holds a
-///   reference across an ioctl.
-/// - `parent` is only written by the put that released the gadget, when no other
-///   reference to it exists and it is off every weak list.
+/// - `arena` points to the arena that created the gadget, which outlives it:
+///   `MiscDevice::release` puts every handle the arena holds, through `&Arena`,
+///   before the arena is dropped, and nothing else holds a reference across an
+///   ioctl. The pointer comes from a shared borrow of the arena and is only read
+///   through.
+/// - `parent` is only written by the put that released the gadget
+///   ([`Gadget::release`]), once its count is zero and it is off every weak list
+///   and out of the registry: no other thread can reach it then.
 #[pin_data(PinnedDrop)]
 pub(crate) struct Gadget {
     /// LOCKED: article v1's count, serialised by the arena's mutex.
@@ -222,10 +286,6 @@ impl Gadget {
         }
     }
 
-    fn weak(&self) -> Weak {
-        Weak(NonNull::from(self))
-    }
-
     /// The parent's id, 0 for a root (`STAT`).
     pub(crate) fn parent_id(&self) -> u64 {
         self.parent().map_or(0, |p| p.id)
@@ -257,14 +317,9 @@ impl Gadget {
         let g = if flavor == uapi::LP_FLAVOR_LOCKLESS {
             GadgetRef::Arc(ManuallyDrop::new(Arc::pin_init(init, GFP_KERNEL)?))
         } else {
-            let boxed = KBox::pin_init(init, GFP_KERNEL)?;
-            // SAFETY: The gadget is never moved out of its box: `put_counted()`
-            // rebuilds the pinned box to drop it in place.
-            let raw = KBox::into_raw(unsafe { Pin::into_inner_unchecked(boxed) });
-            // SAFETY: `KBox::into_raw` never returns null.
-            let ptr = unsafe { NonNull::new_unchecked(raw) };
-            // INVARIANT: Allocated by `KBox` in a flavor other than LOCKLESS; the
-            // initial count of one is this reference's.
+            let ptr = GadgetPtr::from_box(KBox::pin_init(init, GFP_KERNEL)?);
+            // INVARIANT: `KBox::into_raw`'s pointer in a flavor other than LOCKLESS;
+            // the initial count of one is this reference's.
             GadgetRef::Counted(ptr)
         };
 
@@ -275,25 +330,26 @@ impl Gadget {
         LIVE_GADGETS.fetch_add(1, Relaxed);
         if flavor_has_kids(flavor) {
             // On failure, dropping `g` puts it: it is on no list, not registered.
-            g.kids_add(flavor)?;
+            g.kids_add(flavor, g.ptr())?;
         }
 
         // Publish for TRYGET last, once `g` is complete: the registry lock orders
         // these stores before any TRYGET that finds `g`.
         let registry = arena.registry.lock();
-        let stored = registry.lock().store(index(g.id)?, g.weak(), GFP_KERNEL);
+        let stored = registry.lock().store(index(g.id)?, g.ptr(), GFP_KERNEL);
         drop(registry);
         stored?;
         Ok(g)
     }
 
-    /// Links the new gadget on its owner's list, under the owner's lock.
-    fn kids_add(&self, flavor: u32) -> Result {
+    /// Links the new gadget, whose pointer is `me`, on its owner's list, under
+    /// the owner's lock.
+    fn kids_add(&self, flavor: u32, me: GadgetPtr) -> Result {
         let owner = self.owner();
         match flavor {
-            uapi::LP_FLAVOR_KREF_LOCK => list_add_spinlocked(&owner.lock, self.weak()),
-            uapi::LP_FLAVOR_KREF_RWSEM => Ok(owner.rwsem.write().push(self.weak(), GFP_KERNEL)?),
-            _ => Ok(owner.mutex.lock().push(self.weak(), GFP_KERNEL)?),
+            uapi::LP_FLAVOR_KREF_LOCK => list_add_spinlocked(&owner.lock, me),
+            uapi::LP_FLAVOR_KREF_RWSEM => Ok(owner.rwsem.write().push(me, GFP_KERNEL)?),
+            _ => Ok(owner.mutex.lock().push(me, GFP_KERNEL)?),
         }
     }
 
@@ -334,7 +390,7 @@ impl Gadget {
                 // old was 1, fence off accesses to weak references!
                 let mut list = owner.mutex.lock();
                 if count.cmpxchg(1, 0, Full).is_ok() {
-                    list_remove(&mut list, self.weak());
+                    list_remove(&mut list, self);
                     return true;
                 }
                 // Somebody upgraded a weak reference: try again.
@@ -349,7 +405,7 @@ impl Gadget {
     fn put_kref_mutex(&self) -> bool {
         let owner = self.owner();
         if let Some(mut list) = self.refcnt.dec_and_lock(&owner.mutex) {
-            list_remove(&mut list, self.weak());
+            list_remove(&mut list, self);
             return true;
         }
         false
@@ -360,7 +416,7 @@ impl Gadget {
     fn put_kref_lock(&self) -> bool {
         let owner = self.owner();
         if let Some(mut list) = self.refcnt.dec_and_lock(&owner.lock) {
-            list_remove(&mut list, self.weak());
+            list_remove(&mut list, self);
             return true;
         }
         false
@@ -380,7 +436,7 @@ impl Gadget {
         if !self.refcnt.dec_and_test() {
             return false;
         }
-        list_remove(&mut list, self.weak());
+        list_remove(&mut list, self);
         true
     }
 
@@ -395,6 +451,24 @@ impl Gadget {
             uapi::LP_FLAVOR_KREF_LOCK => self.put_kref_lock(),
             _ => self.put_kref_rwsem(),
         }
+    }
+
+    /// `lp_gadget_free()`'s first half: the release path, once the put that took
+    /// the count to zero unlinked the gadget from its weak list, and before the
+    /// gadget is dropped and freed. Unregisters it (after the count reached zero,
+    /// before the free, as `kvm_destroy_vm()` removes the debugfs files), then
+    /// takes out the reference it held on its parent, for the caller to put next.
+    ///
+    /// Takes `&self`, as C does `struct lp_gadget *`: until we hold the registry
+    /// lock, a TRYGET holding it may have found the gadget and be reading its count
+    /// through a `&Gadget` of its own. Only once the gadget is out of the registry
+    /// can the drop borrow it mutably.
+    fn release(&self) -> Option<GadgetRef> {
+        if let Ok(i) = index(self.id) {
+            let registry = self.arena().registry.lock();
+            registry.lock().remove(i);
+        }
+        take_parent(self)
     }
 
     /// `lp_gadget_lookup()`: upgrades a child's weak reference to a strong one.
@@ -419,18 +493,19 @@ impl Gadget {
 }
 
 /// Upgrades the weak reference to child `id` on a list whose lock the caller holds.
-fn upgrade(list: &KVec<Weak>, id: u64) -> Option<GadgetRef> {
-    // SAFETY: A gadget on a weak list is alive while the list's lock is held: its
-    // 1 -> 0 step takes that lock and leaves the list under it.
-    let w = *list.iter().find(|w| unsafe { w.0.as_ref() }.id == id)?;
+fn upgrade(list: &KVec<GadgetPtr>, id: u64) -> Option<GadgetRef> {
+    // SAFETY: The caller holds `list`'s lock, and the borrow ends before it
+    // drops it: a gadget on a weak list leaves it under that lock before its
+    // release path frees it (or mutably borrows it, in its drop).
+    let p = *list.iter().find(|p| unsafe { p.as_ref() }.id == id)?;
     // SAFETY: As above.
-    let child = unsafe { w.0.as_ref() };
+    let child = unsafe { p.as_ref() };
     // The fence failed if a listed gadget has count 0: `refcount_inc()` WARNs on
     // an increment from zero, where C says WARN_ON_ONCE() before `atomic_inc()`.
     child.refcnt.inc();
-    // INVARIANT: Listed gadgets are never LOCKLESS ones, so they were allocated by
-    // `KBox`; we just took the count this reference owns.
-    Some(GadgetRef::Counted(w.0))
+    // INVARIANT: Listed gadgets are never LOCKLESS ones, so `p` is `KBox::into_raw`'s
+    // pointer; we just took the count this reference owns.
+    Some(GadgetRef::Counted(p))
 }
 
 /// An id as an XArray index.
@@ -449,12 +524,12 @@ fn index(id: u64) -> Result<usize> {
 /// Returns `ENOENT` if no gadget has `id` or its count reached zero.
 pub(crate) fn tryget(arena: &Arena, id: u64) -> Result<GadgetRef> {
     let registry = arena.registry.lock();
-    let w = registry.lock().get(index(id)?).ok_or(ENOENT)?;
-    let ptr = w.0;
+    let ptr = registry.lock().get(index(id)?).ok_or(ENOENT)?;
     let got = match arena.flavor() {
         uapi::LP_FLAVOR_LOCKED => {
-            // SAFETY: A registered gadget is not freed while the registry lock is
-            // held: the release path takes it to unregister before freeing.
+            // SAFETY: We hold the registry lock, and the borrow ends before we drop
+            // it: the release path takes that lock to unregister the gadget before
+            // it drops it.
             let g = unsafe { ptr.as_ref() };
             let mut state = arena.lock.lock();
             let count = g.count.access_mut(&mut state);
@@ -464,9 +539,10 @@ pub(crate) fn tryget(arena: &Arena, id: u64) -> Result<GadgetRef> {
             *count > 1
         }
         uapi::LP_FLAVOR_LOCKLESS => {
-            // SAFETY: `ptr` came from `Arc::as_ptr` (`Gadget::create`); the allocation
-            // is not freed while we hold the registry lock (see above); LOCKLESS
-            // releases with `Arc::drop_with`, never `Arc::into_unique_or_drop`.
+            // SAFETY: In LOCKLESS `ptr` is `Arc::as_ptr`'s pointer (`GadgetPtr`
+            // invariant); the allocation is not freed while we hold the registry lock
+            // (see above); LOCKLESS releases with `Arc::drop_with`, never
+            // `Arc::into_unique_or_drop`.
             let arc = unsafe { Arc::from_raw_inc_not_zero(ptr.as_ptr()) };
             return arc
                 .map(|a| GadgetRef::Arc(ManuallyDrop::new(a)))
@@ -480,24 +556,19 @@ pub(crate) fn tryget(arena: &Arena, id: u64) -> Result<GadgetRef> {
     if !got {
         return Err(ENOENT);
     }
-    // INVARIANT: Not LOCKLESS, so allocated by `KBox`; we took the count.
+    // INVARIANT: Not LOCKLESS, so `ptr` is `KBox::into_raw`'s pointer; we took the
+    // count.
     Ok(GadgetRef::Counted(ptr))
 }
 
 #[pinned_drop]
 impl PinnedDrop for Gadget {
-    /// `lp_gadget_free()`: runs once the count reached zero, before the memory is
-    /// freed. Unregisters the gadget (after the count reached zero, before the free,
-    /// as `kvm_destroy_vm()` removes the debugfs files). The reference it held on
-    /// its parent was taken out by the put that released it.
+    /// `lp_gadget_free()`'s second half: runs when the box or the `Arc` drops the
+    /// gadget, just before its memory is freed, after [`Gadget::release`] took it
+    /// out of the registry: no other thread can reach it any more.
     fn drop(self: Pin<&mut Self>) {
-        let arena = self.arena();
-        if let Ok(i) = index(self.id) {
-            let registry = arena.registry.lock();
-            registry.lock().remove(i);
-        }
         kernel::warn_on!(self.nr_children.load(Relaxed) != 0);
-        arena.freed.fetch_add(1, Relaxed);
+        self.arena().freed.fetch_add(1, Relaxed);
         LIVE_GADGETS.fetch_sub(1, Relaxed);
     }
 }
@@ -509,15 +580,15 @@ impl PinnedDrop for Gadget {
 ///
 /// # Invariants
 ///
-/// `Counted(p)`: `p` points to a live gadget allocated by `KBox` in
-/// [`Gadget::create`], in a flavor other than LOCKLESS, and this value owns one
-/// count of its counter.
+/// `Counted(p)`: `p` is the pointer [`KBox::into_raw`] returned for a gadget
+/// of a flavor other than LOCKLESS ([`Gadget::create`]), and this value owns one
+/// count of its counter, so the gadget is alive.
 pub(crate) enum GadgetRef {
     /// LOCKLESS, article v2 with the kernel's `Arc`: `Arc::clone` is `atomic_inc`
     /// without ordering (`refcount_inc`), the drop a fully ordered decrement.
     Arc(ManuallyDrop<Arc<Gadget>>),
     /// Every other flavor: one count of the gadget's own counter.
-    Counted(NonNull<Gadget>),
+    Counted(GadgetPtr),
 }
 
 // SAFETY: A reference can be put from any thread, like an `Arc<Gadget>`.
@@ -531,7 +602,8 @@ impl Deref for GadgetRef {
     fn deref(&self) -> &Gadget {
         match self {
             Self::Arc(a) => a,
-            // SAFETY: We own a count, so the gadget is alive (type invariant).
+            // SAFETY: We own a count (type invariant) for as long as `self` is
+            // borrowed, and no `&mut Gadget` exists before the count reaches zero.
             Self::Counted(p) => unsafe { p.as_ref() },
         }
     }
@@ -560,6 +632,14 @@ impl GadgetRef {
         }
     }
 
+    /// The gadget's pointer, as the weak lists and the registry store it.
+    fn ptr(&self) -> GadgetPtr {
+        match self {
+            Self::Arc(a) => GadgetPtr::from_arc(a),
+            Self::Counted(p) => *p,
+        }
+    }
+
     /// The gadget's count (`STAT`): a snapshot, maybe stale by the time it is used.
     pub(crate) fn refcount(&self) -> u32 {
         match self {
@@ -583,8 +663,8 @@ impl GadgetRef {
         let mut next = Some(self);
         while let Some(r) = next.take() {
             match r.release_one() {
-                None => break,
-                Some(parent) => {
+                PutOutcome::Alive => break,
+                PutOutcome::Freed(parent) => {
                     released += 1;
                     next = parent;
                 }
@@ -593,9 +673,8 @@ impl GadgetRef {
         released
     }
 
-    /// Drops this one reference. Returns `None` if the gadget lives on, else the
-    /// reference the released gadget held on its parent (if any).
-    fn release_one(self) -> Option<Option<GadgetRef>> {
+    /// Drops this one reference, freeing the gadget if it was the last.
+    fn release_one(self) -> PutOutcome {
         let mut this = ManuallyDrop::new(self);
         match &mut *this {
             // SAFETY: `this` is never used again, nor dropped.
@@ -608,7 +687,7 @@ impl GadgetRef {
 
 impl Drop for GadgetRef {
     fn drop(&mut self) {
-        // SAFETY: Neither variant's field has drop glue (`ManuallyDrop`, `NonNull`),
+        // SAFETY: Neither variant's field has drop glue (`ManuallyDrop`, `GadgetPtr`),
         // so after this copy the original is never used or dropped again: the copy
         // owns the reference, and `put` consumes it without dropping it twice.
         let this = unsafe { core::ptr::read(self) };
@@ -616,11 +695,22 @@ impl Drop for GadgetRef {
     }
 }
 
+/// What one put did to its gadget (one step of [`GadgetRef::put`]'s loop).
+enum PutOutcome {
+    /// It was not the last reference: the gadget lives on.
+    Alive,
+    /// It was the last reference: the gadget is freed. This is the reference it
+    /// held on its parent (`None` for a root), the caller's to put next.
+    Freed(Option<GadgetRef>),
+}
+
 /// Takes the parent reference out of a gadget being released and tells the
 /// parent it lost a child.
 fn take_parent(g: &Gadget) -> Option<GadgetRef> {
-    // SAFETY: The caller released `g`: no other reference exists and `g` is off
-    // every weak list, so nobody else reads `parent` (type invariant of `Gadget`).
+    // SAFETY: Called by `Gadget::release` only, after it unregistered `g`, whose
+    // count is zero and which is off every weak list: no other thread can reach
+    // `g`, so nobody else reads or writes `parent` (type invariant of `Gadget`).
+    // The `&mut Option` made through the `UnsafeCell` lasts for this statement.
     let parent = unsafe { (*g.parent.get()).take() };
     if let Some(p) = &parent {
         p.nr_children.fetch_sub(1, Relaxed);
@@ -636,12 +726,22 @@ fn take_parent(g: &Gadget) -> Option<GadgetRef> {
 /// happens before the releaser reads the parent and frees the gadget.
 /// `Arc::drop_with` leaves the count at zero while it lends us the gadget, so
 /// TRYGET's `Arc::from_raw_inc_not_zero` cannot revive it.
-fn put_lockless(a: Arc<Gadget>) -> Option<Option<GadgetRef>> {
+///
+/// The release path runs in the closure, before the `Arc` frees the gadget, and
+/// uses the gadget shared (`Gadget::release` takes `&Gadget`). `drop_with` lends
+/// it as `Pin<&mut Gadget>`, which is sound only if no other thread holds a
+/// reference into the gadget meanwhile: it is on no list (LOCKLESS keeps none),
+/// no handle holds it (its count is zero), and a TRYGET that finds it in the
+/// registry touches only the `Arc`'s count, beside the gadget, never the gadget
+/// itself (`tryget()` makes no `&Gadget` in LOCKLESS; that
+/// `Arc::from_raw_inc_not_zero()` of patch 0002 must not either is issue 12,
+/// item 13, on the patch side).
+fn put_lockless(a: Arc<Gadget>) -> PutOutcome {
     let mut parent = None;
-    if Arc::drop_with(a, |g| parent = take_parent(&g)) {
-        Some(parent)
+    if Arc::drop_with(a, |g| parent = g.as_ref().get_ref().release()) {
+        PutOutcome::Freed(parent)
     } else {
-        None
+        PutOutcome::Alive
     }
 }
 
@@ -651,16 +751,19 @@ fn put_lockless(a: Arc<Gadget>) -> Option<Option<GadgetRef>> {
 /// # Safety
 ///
 /// `p` is a `GadgetRef::Counted` pointer whose count the caller owns and hands over.
-unsafe fn put_counted(p: NonNull<Gadget>) -> Option<Option<GadgetRef>> {
-    // SAFETY: The caller owns a count, so the gadget is alive until `put_one()`
-    // says that count was the last.
-    if !unsafe { p.as_ref() }.put_one() {
-        return None;
+unsafe fn put_counted(p: GadgetPtr) -> PutOutcome {
+    // SAFETY: The caller owns a count, and no `&mut Gadget` exists while one is
+    // owned; the borrow is not used after the box is dropped below.
+    let g = unsafe { p.as_ref() };
+    if !g.put_one() {
+        return PutOutcome::Alive;
     }
-    // SAFETY: The count reached zero and we did it: no other reference exists.
-    let parent = take_parent(unsafe { p.as_ref() });
-    // SAFETY: `p` came from `KBox::into_raw` of a pinned box in `Gadget::create`, and
-    // this was the last reference; the gadget is dropped in place, not moved.
+    let parent = g.release();
+    // SAFETY: `p` is `KBox::into_raw`'s pointer for a pinned box (the caller's
+    // `GadgetRef::Counted` invariant). This was the last reference, and
+    // `release()` took the gadget off the registry, the last place another thread
+    // could find it, under the registry lock: no other reference to it exists, so
+    // the box may borrow it mutably to drop it (in place, it was pinned) and free it.
     drop(unsafe { Pin::new_unchecked(KBox::from_raw(p.as_ptr())) });
-    Some(parent)
+    PutOutcome::Freed(parent)
 }

@@ -3,14 +3,16 @@
 //! lockless_rust.ko: the Rust mirror of lockless_c.ko.
 //!
 //! The crate root only declares the module. Each file mirrors one of
-//! `c-module/`: `device.rs` <-> `device.c` (misc device, arenas, handles,
-//! ioctls), `gadget.rs` <-> `gadget.c` (the reference-counting flavors),
-//! `rmw.rs` <-> `rmw.c` (the cmpxchg loops). `rwsem.rs` is the `rw_semaphore`
+//! `c-module/`: `device.rs` <-> `device.c` (misc device, ioctls),
+//! `gadget.rs` <-> `gadget.c` (the reference-counting flavors), `rmw.rs` <->
+//! `rmw.c` (the cmpxchg loops). `arena.rs` is the open file's arena and its
+//! handles, which C keeps in `device.c`. `rwsem.rs` is the `rw_semaphore`
 //! abstraction Rust-for-Linux 7.3 lacks, and `uapi.rs` brings in the bindgen
 //! view of `shared-tests/lockless_uapi.h`.
 
 use kernel::prelude::*;
 
+mod arena;
 mod device;
 mod gadget;
 mod rmw;

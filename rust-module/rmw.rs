@@ -22,7 +22,7 @@ use kernel::{
     },
 };
 
-use crate::{device::Arena, uapi};
+use crate::{arena::Arena, uapi};
 
 /// What one op did: `lp_rmw`'s output fields.
 pub(crate) struct RmwOut {

@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The arena: what one open file of `/dev/lockless_rust` holds (`struct
+//! lp_arena`), its handle table, and the module-wide counts of arenas and
+//! handles.
+//!
+//! In C the arena is handled in `c-module/device.c` (`lp_open()`,
+//! `lp_release()`, `lp_handle_*()`) with `struct lp_arena` in `lockless_c.h`;
+//! here it has a module of its own, so that `device.rs` (the misc device and
+//! the ioctls), `gadget.rs` and `rmw.rs` all find it in one place. A handle is
+//! an index in the arena's handle table holding one strong reference
+//! ([`GadgetRef`]): PUT consumes it, GET/LOOKUP/TRYGET/NEW create one, and
+//! closing the file puts whatever is left.
+
+use core::pin::Pin;
+use kernel::{
+    new_mutex, new_spinlock,
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Mutex, SpinLock,
+    },
+    xarray::{AllocKind, XArray},
+};
+
+use crate::{
+    gadget::{GadgetPtr, GadgetRef, Kids},
+    uapi,
+};
+
+/// Arenas alive in the whole module (`IDENTIFY.live_arenas`): counted from the
+/// allocation in [`Arena::new_boxed`] (`open()`) until the arena's drop, the
+/// last step before `KBox` frees its memory, so an arena that `release()` leaks
+/// stays counted. `Relaxed`, like [`LIVE_GADGETS`](crate::gadget::LIVE_GADGETS):
+/// only a quiescent IDENTIFY and module exit read it.
+pub(crate) static LIVE_ARENAS: Atomic<i64> = Atomic::new(0);
+
+/// Handles held in the whole module, all arenas together (`IDENTIFY.live_handles`):
+/// handle-table entries, counted by [`Arena::handle_new`] when it publishes one
+/// and until [`Arena::handle_take`] takes it out again (PUT, and
+/// [`Arena::release_handles`] at close() for every handle still held). `Relaxed`.
+pub(crate) static LIVE_HANDLES: Atomic<i64> = Atomic::new(0);
+
+/// The state `Arena::lock` protects: the article v1 "gadgets_lock", which also
+/// serialises LOCKED counts (`Gadget::count` is `LockedBy` it).
+pub(crate) struct ArenaState {
+    /// A gadget has been created; the flavor can no longer change.
+    pub(crate) configured: bool,
+}
+
+/// The handle table: handle `h` is `slots[h - 1]`, each `Some` one strong
+/// reference owned by the file. The lowest free handle is handed out first, as
+/// `xa_alloc()` does in C, so both modules give the same handles.
+pub(crate) struct Handles {
+    slots: KVec<Option<GadgetRef>>,
+    /// Handles in the table (`ARENA_STAT.handles`).
+    pub(crate) held: u32,
+}
+
+/// One open file of `/dev/lockless_rust` (`struct lp_arena`).
+#[pin_data(PinnedDrop)]
+pub(crate) struct Arena {
+    /// `enum lp_flavor`, fixed by the first NEW.
+    pub(crate) flavor: Atomic<u32>,
+    /// The article v1 "gadgets_lock" (LOCKED counts), and CONFIGURE vs NEW.
+    #[pin]
+    pub(crate) lock: Mutex<ArenaState>,
+    /// Weak list of the root gadgets, fenced like a gadget's children.
+    #[pin]
+    pub(crate) roots: Kids,
+    /// id -> gadget, for TRYGET; the mutex orders lookups against the release
+    /// path's removal.
+    #[pin]
+    pub(crate) registry: Mutex<XArray<GadgetPtr>>,
+    /// The handles; the mutex keeps a handle's gadget alive while a reference is
+    /// taken from it.
+    #[pin]
+    pub(crate) handles: Mutex<Handles>,
+    /// Last id handed out.
+    pub(crate) next_id: Atomic<u64>,
+    /// Gadgets ever created.
+    pub(crate) created: Atomic<u64>,
+    /// Gadgets ever freed.
+    pub(crate) freed: Atomic<u64>,
+    /// The article's `atomic_t` variable.
+    pub(crate) var: Atomic<i32>,
+    /// jbd2's `t_max_wait` after the patch (lockless).
+    pub(crate) max_wait: Atomic<usize>,
+    /// jbd2's `t_max_wait` before the patch, under its `t_handle_lock`.
+    #[pin]
+    pub(crate) max_locked: SpinLock<usize>,
+    /// Private counter of the ATOMIC_FLOOR op.
+    pub(crate) floor: Atomic<i32>,
+}
+
+impl Handles {
+    /// The slot of `handle`, if it is in the table's range.
+    fn slot(handle: u32) -> Option<usize> {
+        usize::try_from(handle).ok()?.checked_sub(1)
+    }
+
+    /// The reference `handle` holds, if it is a live handle.
+    pub(crate) fn get(&self, handle: u32) -> Option<&GadgetRef> {
+        self.slots.get(Self::slot(handle)?)?.as_ref()
+    }
+}
+
+impl Arena {
+    /// `lp_open()`'s arena: allocated, initialised, and counted in [`LIVE_ARENAS`]
+    /// until its drop.
+    pub(crate) fn new_boxed() -> Result<Pin<KBox<Self>>> {
+        let arena = KBox::try_pin_init(Self::new(), GFP_KERNEL)?;
+        LIVE_ARENAS.fetch_add(1, Relaxed);
+        Ok(arena)
+    }
+
+    fn new() -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            flavor: Atomic::new(uapi::LP_FLAVOR_LOCKED),
+            lock <- new_mutex!(ArenaState { configured: false }, "lp_arena.lock"),
+            roots <- Kids::new(),
+            registry <- new_mutex!(XArray::new(AllocKind::Alloc), "lp_arena.reg_lock"),
+            handles <- new_mutex!(
+                Handles {
+                    slots: KVec::new(),
+                    held: 0,
+                },
+                "lp_arena.handles_lock"
+            ),
+            next_id: Atomic::new(0),
+            created: Atomic::new(0),
+            freed: Atomic::new(0),
+            var: Atomic::new(0),
+            max_wait: Atomic::new(0),
+            max_locked <- new_spinlock!(0, "lp_arena.max_lock"),
+            floor: Atomic::new(0),
+        })
+    }
+
+    /// The arena's `enum lp_flavor`.
+    pub(crate) fn flavor(&self) -> u32 {
+        self.flavor.load(Relaxed)
+    }
+
+    /// `lp_handle_get()`: resolves `handle` and takes a reference to its gadget
+    /// for the caller; the handle lock keeps the handle's own reference in place
+    /// meanwhile.
+    pub(crate) fn handle_get(&self, handle: u32) -> Result<GadgetRef> {
+        let handles = self.handles.lock();
+        handles.get(handle).map(GadgetRef::get).ok_or(EBADF)
+    }
+
+    /// `lp_handle_new()`: gives the caller's reference to a new handle, or puts it
+    /// back (`ENOSPC` when the table is full).
+    pub(crate) fn handle_new(&self, g: GadgetRef) -> Result<u32> {
+        let mut handles = self.handles.lock();
+        let slot = match handles.slots.iter().position(Option::is_none) {
+            Some(i) => i,
+            None if handles.slots.len() < uapi::LP_MAX_HANDLES as usize => {
+                if let Err(e) = handles.slots.push(None, GFP_KERNEL) {
+                    drop(handles);
+                    drop(g);
+                    return Err(e.into());
+                }
+                handles.slots.len() - 1
+            }
+            None => {
+                drop(handles);
+                drop(g);
+                return Err(ENOSPC);
+            }
+        };
+        handles.slots[slot] = Some(g);
+        handles.held += 1;
+        // Under the handle lock, as is the take: the count cannot go below 0.
+        LIVE_HANDLES.fetch_add(1, Relaxed);
+        // `slot` < LP_MAX_HANDLES, so the handle fits a `u32`.
+        Ok(slot as u32 + 1)
+    }
+
+    /// `lp_handle_take()`: takes a handle out of the table; the caller owns its
+    /// reference.
+    pub(crate) fn handle_take(&self, handle: u32) -> Option<GadgetRef> {
+        let mut handles = self.handles.lock();
+        let g = handles.slots.get_mut(Handles::slot(handle)?)?.take()?;
+        handles.held -= 1;
+        LIVE_HANDLES.fetch_sub(1, Relaxed);
+        Some(g)
+    }
+
+    /// `lp_release()`'s first half, called by `MiscDevice::release` at close():
+    /// takes out and puts every handle still held, which frees every gadget.
+    ///
+    /// Runs on `&Arena`, before the arena is dropped: the gadgets being released
+    /// read their arena through pointers derived from shared borrows of it, which
+    /// the drop's `&mut Arena` would invalidate.
+    pub(crate) fn release_handles(&self) {
+        let slots = self.handles.lock().slots.len();
+        for slot in 0..slots {
+            // `slot` < LP_MAX_HANDLES, so the handle fits a `u32`.
+            if let Some(g) = self.handle_take(slot as u32 + 1) {
+                g.put();
+            }
+        }
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for Arena {
+    /// `lp_release()`'s second half: runs when `KBox` drops the arena, after
+    /// [`Arena::release_handles`] freed every gadget; the arena stops counting in
+    /// [`LIVE_ARENAS`] last, just before `KBox` frees its memory.
+    fn drop(self: Pin<&mut Self>) {
+        kernel::warn_on!(self.created.load(Relaxed) != self.freed.load(Relaxed));
+        LIVE_ARENAS.fetch_sub(1, Relaxed);
+    }
+}
