@@ -9,6 +9,11 @@
  * Each open file is an arena (struct lp_arena). A handle is an index in
  * the arena's handle table holding one strong reference: PUT consumes it,
  * GET/LOOKUP/TRYGET/NEW create one, and release() puts whatever is left.
+ *
+ * Every ioctl is all or nothing (see lockless_uapi.h): the ones that
+ * create a handle reserve it, copy the answer out, then publish; the ones
+ * whose effect cannot be undone (PUT, RMW, RUN) write the argument back
+ * before they act.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -26,6 +31,81 @@
 #include <linux/uaccess.h>
 
 #include "lockless_c.h"
+
+/*
+ * No UAPI struct has padding: every byte copied out is a field the module
+ * wrote, none is stale kernel stack. The sum of the fields' sizes is the
+ * struct's size only if nothing sits between or after them.
+ */
+#define LP_F(type, field) sizeof_field(struct type, field)
+
+static_assert(sizeof(struct lp_identify) ==
+	      LP_F(lp_identify, name) +
+	      LP_F(lp_identify, abi_version) +
+	      LP_F(lp_identify, flavors) +
+	      LP_F(lp_identify, ops) +
+	      LP_F(lp_identify, live_gadgets) +
+	      LP_F(lp_identify, live_arenas) +
+	      LP_F(lp_identify, live_handles) +
+	      LP_F(lp_identify, reserved));
+static_assert(sizeof(struct lp_configure) ==
+	      LP_F(lp_configure, flavor) +
+	      LP_F(lp_configure, reserved));
+static_assert(sizeof(struct lp_new) ==
+	      LP_F(lp_new, parent) +
+	      LP_F(lp_new, handle) +
+	      LP_F(lp_new, id) +
+	      LP_F(lp_new, reserved));
+static_assert(sizeof(struct lp_get) ==
+	      LP_F(lp_get, handle) +
+	      LP_F(lp_get, new_handle) +
+	      LP_F(lp_get, reserved));
+static_assert(sizeof(struct lp_put) ==
+	      LP_F(lp_put, handle) +
+	      LP_F(lp_put, released) +
+	      LP_F(lp_put, reserved));
+static_assert(sizeof(struct lp_lookup) ==
+	      LP_F(lp_lookup, parent) +
+	      LP_F(lp_lookup, handle) +
+	      LP_F(lp_lookup, id) +
+	      LP_F(lp_lookup, reserved));
+static_assert(sizeof(struct lp_tryget) ==
+	      LP_F(lp_tryget, id) +
+	      LP_F(lp_tryget, handle) +
+	      LP_F(lp_tryget, reserved));
+static_assert(sizeof(struct lp_stat) ==
+	      LP_F(lp_stat, handle) +
+	      LP_F(lp_stat, refcount) +
+	      LP_F(lp_stat, id) +
+	      LP_F(lp_stat, parent_id) +
+	      LP_F(lp_stat, children) +
+	      LP_F(lp_stat, reserved));
+static_assert(sizeof(struct lp_arena_stat) ==
+	      LP_F(lp_arena_stat, flavor) +
+	      LP_F(lp_arena_stat, handles) +
+	      LP_F(lp_arena_stat, live) +
+	      LP_F(lp_arena_stat, created) +
+	      LP_F(lp_arena_stat, freed) +
+	      LP_F(lp_arena_stat, reserved));
+static_assert(sizeof(struct lp_rmw) ==
+	      LP_F(lp_rmw, value) +
+	      LP_F(lp_rmw, old) +
+	      LP_F(lp_rmw, new) +
+	      LP_F(lp_rmw, failed) +
+	      LP_F(lp_rmw, op) +
+	      LP_F(lp_rmw, reserved));
+static_assert(sizeof(struct lp_run) ==
+	      LP_F(lp_run, op) +
+	      LP_F(lp_run, handle) +
+	      LP_F(lp_run, iterations) +
+	      LP_F(lp_run, value) +
+	      LP_F(lp_run, elapsed_ns) +
+	      LP_F(lp_run, completed) +
+	      LP_F(lp_run, failed) +
+	      LP_F(lp_run, delta) +
+	      LP_F(lp_run, broken) +
+	      LP_F(lp_run, reserved));
+#undef LP_F
 
 #define LP_ALL_FLAVORS	((1u << LP_FLAVOR_COUNT) - 1)
 #define LP_ALL_OPS	((1ull << LP_OP_COUNT) - 1)
@@ -46,9 +126,10 @@ static struct kmem_cache *lp_arena_cache;
 
 /*
  * Handles held in the whole module, all arenas together
- * (IDENTIFY.live_handles): handle-table entries, counted by lp_handle_new()
- * before it publishes one and until lp_handle_take() takes it out again
- * (PUT, and release() for every handle still held). Relaxed.
+ * (IDENTIFY.live_handles): handle-table entries, counted by
+ * lp_handle_publish() before it publishes one and until lp_handle_take()
+ * takes it out again (PUT, and release() for every handle still held), so
+ * it never goes below zero. Relaxed.
  */
 static atomic64_t lp_live_handles = ATOMIC64_INIT(0);
 
@@ -74,6 +155,13 @@ static long lp_copy_out(void __user *argp, const void *src, size_t size)
 }
 
 /*
+ * Write an ioctl struct back as it was read, before an effect that cannot
+ * be undone: an argument userspace cannot write then fails with -EFAULT
+ * before anything happened.
+ */
+#define lp_check_writable(obj, argp) lp_copy_out(argp, &(obj), sizeof(obj))
+
+/*
  * Resolve @handle and take a reference to its gadget for the caller; the
  * handle lock keeps the handle's own reference in place meanwhile.
  */
@@ -93,32 +181,76 @@ static int lp_handle_get(struct lp_arena *arena, u32 handle,
 	return 0;
 }
 
-/* Give the caller's reference to @g to a new handle, or put it back. */
-static int lp_handle_new(struct lp_arena *arena, struct lp_gadget *g,
-			 u32 *handle)
+/*
+ * Reserve a handle: a slot of the table that reads as empty (so PUT, GET
+ * and STAT answer -EBADF for it) until lp_handle_publish() fills it, or
+ * lp_handle_release() gives it back. Return: 0, -ENOSPC or -ENOMEM.
+ */
+static int lp_handle_reserve(struct lp_arena *arena, u32 *handle)
 {
 	int err;
 
-	/* Counted before it is published: a racing PUT cannot go below 0. */
-	atomic64_inc(&lp_live_handles);
-	err = xa_alloc(&arena->handles, handle, g,
+	err = xa_alloc(&arena->handles, handle, NULL,
 		       XA_LIMIT(1, LP_MAX_HANDLES), GFP_KERNEL);
-	if (err) {
-		atomic64_dec(&lp_live_handles);
-		lp_gadget_put(g);
-		return err == -EBUSY ? -ENOSPC : err;
-	}
-	atomic_inc(&arena->nr_handles);
-	return 0;
+	return err == -EBUSY ? -ENOSPC : err;
 }
 
-/* Take a handle out of the table; the caller owns its reference. */
+static void lp_handle_release(struct lp_arena *arena, u32 handle)
+{
+	xa_release(&arena->handles, handle);
+}
+
+/*
+ * Give the caller's reference to @g to the reserved @handle. Counted
+ * before it is published, so a racing PUT cannot take the counts below 0;
+ * storing into a reserved slot allocates nothing, so it cannot fail.
+ */
+static void lp_handle_publish(struct lp_arena *arena, u32 handle,
+			      struct lp_gadget *g)
+{
+	atomic_inc(&arena->nr_handles);
+	atomic64_inc(&lp_live_handles);
+	WARN_ON_ONCE(xa_is_err(xa_store(&arena->handles, handle, g,
+					GFP_KERNEL)));
+}
+
+/*
+ * Hand the caller's reference to @g out in a new handle, all or nothing:
+ * reserve the handle, copy @size bytes of @obj (whose @handle_out field
+ * the reserved number is written into) to @argp, then publish. On failure
+ * the reference is put and nothing stays behind.
+ */
+static long lp_handle_new(struct lp_arena *arena, struct lp_gadget *g,
+			  void __user *argp, void *obj, size_t size,
+			  u32 *handle_out)
+{
+	long err;
+
+	err = lp_handle_reserve(arena, handle_out);
+	if (!err) {
+		err = lp_copy_out(argp, obj, size);
+		if (!err) {
+			lp_handle_publish(arena, *handle_out, g);
+			return 0;
+		}
+		lp_handle_release(arena, *handle_out);
+	}
+	lp_gadget_put(g);
+	return err;
+}
+
+/*
+ * Take a handle out of the table; the caller owns its reference. A
+ * reserved slot reads as NULL and is left alone: it is not a handle yet.
+ */
 static struct lp_gadget *lp_handle_take(struct lp_arena *arena, u32 handle)
 {
 	struct lp_gadget *g;
 
 	mutex_lock(&arena->handles_lock);
-	g = xa_erase(&arena->handles, handle);
+	g = xa_load(&arena->handles, handle);
+	if (g)
+		xa_erase(&arena->handles, handle);
 	mutex_unlock(&arena->handles_lock);
 	if (g) {
 		atomic_dec(&arena->nr_handles);
@@ -164,15 +296,22 @@ static long lp_configure(struct lp_arena *arena, void __user *argp)
 	if (c.flavor >= LP_FLAVOR_COUNT)
 		return -EINVAL;
 
-	mutex_lock(&arena->lock);
+	down_write(&arena->config_rwsem);
 	if (arena->configured)
 		err = -EBUSY;
 	else
 		WRITE_ONCE(arena->flavor, c.flavor);
-	mutex_unlock(&arena->lock);
+	up_write(&arena->config_rwsem);
 	return err;
 }
 
+/*
+ * NEW, all or nothing: the gadget is allocated with its registry slot and
+ * its handle reserved, the answer is copied out, and only then is the
+ * gadget published (registered, then linked on its parent's list) and the
+ * arena marked configured. NEWs in flight hold config_rwsem shared, so the
+ * flavor the gadget was made for cannot change under them.
+ */
 static long lp_new(struct lp_arena *arena, void __user *argp)
 {
 	struct lp_gadget *parent = NULL, *g;
@@ -188,22 +327,34 @@ static long lp_new(struct lp_arena *arena, void __user *argp)
 			return err;
 	}
 
-	/* The flavor is fixed from the first NEW on. */
-	mutex_lock(&arena->lock);
-	arena->configured = true;
-	mutex_unlock(&arena->lock);
+	down_read(&arena->config_rwsem);
+	g = lp_gadget_alloc(arena);
+	if (IS_ERR(g)) {
+		err = PTR_ERR(g);
+		goto out;
+	}
+	err = lp_handle_reserve(arena, &n.handle);
+	if (err)
+		goto out_discard;
+	n.id = g->id;
+	err = lp_copy_out(argp, &n, sizeof(n));
+	if (err)
+		goto out_release;
 
-	g = lp_gadget_new(arena, parent);
+	lp_gadget_publish(g, parent);
+	WRITE_ONCE(arena->configured, true);
+	lp_handle_publish(arena, n.handle, g);
+	goto out;
+
+out_release:
+	lp_handle_release(arena, n.handle);
+out_discard:
+	lp_gadget_discard(g);
+out:
+	up_read(&arena->config_rwsem);
 	if (parent)
 		lp_gadget_put(parent);
-	if (IS_ERR(g))
-		return PTR_ERR(g);
-
-	n.id = g->id;
-	err = lp_handle_new(arena, g, &n.handle);
-	if (err)
-		return err;
-	return lp_copy_out(argp, &n, sizeof(n));
+	return err;
 }
 
 static long lp_get(struct lp_arena *arena, void __user *argp)
@@ -218,12 +369,14 @@ static long lp_get(struct lp_arena *arena, void __user *argp)
 	err = lp_handle_get(arena, a.handle, &g);
 	if (err)
 		return err;
-	err = lp_handle_new(arena, g, &a.new_handle);
-	if (err)
-		return err;
-	return lp_copy_out(argp, &a, sizeof(a));
+	return lp_handle_new(arena, g, argp, &a, sizeof(a), &a.new_handle);
 }
 
+/*
+ * PUT cannot be undone: check that the answer can be written before the
+ * handle is consumed. If another thread makes the argument unwritable in
+ * between, the put has happened and PUT returns 0 without @released.
+ */
 static long lp_put(struct lp_arena *arena, void __user *argp)
 {
 	struct lp_gadget *g;
@@ -233,11 +386,15 @@ static long lp_put(struct lp_arena *arena, void __user *argp)
 	err = lp_copy_in(a, argp);
 	if (err)
 		return err;
+	err = lp_check_writable(a, argp);
+	if (err)
+		return err;
 	g = lp_handle_take(arena, a.handle);
 	if (!g)
 		return -EBADF;
 	a.released = lp_gadget_put(g);
-	return lp_copy_out(argp, &a, sizeof(a));
+	lp_copy_out(argp, &a, sizeof(a));
+	return 0;
 }
 
 static long lp_lookup(struct lp_arena *arena, void __user *argp)
@@ -256,10 +413,7 @@ static long lp_lookup(struct lp_arena *arena, void __user *argp)
 	lp_gadget_put(parent);
 	if (err)
 		return err;
-	err = lp_handle_new(arena, child, &a.handle);
-	if (err)
-		return err;
-	return lp_copy_out(argp, &a, sizeof(a));
+	return lp_handle_new(arena, child, argp, &a, sizeof(a), &a.handle);
 }
 
 static long lp_tryget(struct lp_arena *arena, void __user *argp)
@@ -274,10 +428,7 @@ static long lp_tryget(struct lp_arena *arena, void __user *argp)
 	err = lp_gadget_tryget(arena, a.id, &g);
 	if (err)
 		return err;
-	err = lp_handle_new(arena, g, &a.handle);
-	if (err)
-		return err;
-	return lp_copy_out(argp, &a, sizeof(a));
+	return lp_handle_new(arena, g, argp, &a, sizeof(a), &a.handle);
 }
 
 static long lp_stat(struct lp_arena *arena, void __user *argp)
@@ -330,10 +481,15 @@ static long lp_rmw_ioctl(struct lp_arena *arena, void __user *argp)
 		return err;
 	if (!lp_op_is_rmw(r.op) || r.value > LP_RMW_VALUE_MAX)
 		return -EINVAL;
+	/* The op cannot be undone: as PUT, check the way back first. */
+	err = lp_check_writable(r, argp);
+	if (err)
+		return err;
 	err = lp_rmw(arena, r.op, r.value, &r);
 	if (err)
 		return err;
-	return lp_copy_out(argp, &r, sizeof(r));
+	lp_copy_out(argp, &r, sizeof(r));
+	return 0;
 }
 
 static u64 lp_run_id(struct lp_arena *arena, const struct lp_run *r)
@@ -414,10 +570,16 @@ static long lp_run(struct lp_arena *arena, void __user *argp)
 	err = lp_copy_in(r, argp);
 	if (err)
 		return err;
-	if (r.op >= LP_OP_COUNT || r.value > LP_RMW_VALUE_MAX)
+	/* @value is an RMW operand only for RMW ops; else an id, or ignored. */
+	if (r.op >= LP_OP_COUNT ||
+	    (lp_op_is_rmw(r.op) && r.value > LP_RMW_VALUE_MAX))
 		return -EINVAL;
 	if (r.iterations > LP_RUN_MAX_ITERATIONS)
 		return -E2BIG;
+	/* The loop cannot be undone: as PUT, check the way back first. */
+	err = lp_check_writable(r, argp);
+	if (err)
+		return err;
 	if (r.op == LP_OP_GET_PUT || r.op == LP_OP_LOOKUP_PUT ||
 	    r.op == LP_OP_NEW_PUT) {
 		err = lp_handle_get(arena, r.handle, &g);
@@ -440,6 +602,7 @@ static long lp_run(struct lp_arena *arena, void __user *argp)
 		if (err < 0)
 			goto out;
 		completed += err;
+		/* Dying: nobody will read the answer (no -EINTR, see uapi). */
 		if (fatal_signal_pending(current)) {
 			err = -EINTR;
 			goto out;
@@ -448,7 +611,8 @@ static long lp_run(struct lp_arena *arena, void __user *argp)
 	}
 	r.elapsed_ns = ktime_get_ns() - start;
 	r.completed = completed;
-	err = lp_copy_out(argp, &r, sizeof(r));
+	lp_copy_out(argp, &r, sizeof(r));
+	err = 0;
 out:
 	if (g)
 		lp_gadget_put(g);
@@ -497,6 +661,7 @@ static int lp_open(struct inode *inode, struct file *file)
 		return -ENOMEM;
 	atomic64_inc(&lp_live_arenas);
 	arena->flavor = LP_FLAVOR_LOCKED;
+	init_rwsem(&arena->config_rwsem);
 	mutex_init(&arena->lock);
 	lp_kids_init(&arena->roots);
 	xa_init(&arena->registry);

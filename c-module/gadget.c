@@ -94,21 +94,20 @@ static void lp_kids_unlock(struct lp_kids *kids, u32 flavor)
 }
 
 /**
- * lp_gadget_new() - create a gadget holding one reference, for a handle
- * @arena: the arena, whose flavor is fixed by now
- * @parent: the parent (the caller holds a reference to it), or NULL
+ * lp_gadget_alloc() - allocate an unpublished gadget holding one reference
+ * @arena: the arena, whose flavor may not change until the gadget is
+ *	   published or discarded
  *
- * Takes a reference to @parent for the new gadget, links it on its
- * owner's list under the owner's lock (flavors with a child list), and
- * registers it for TRYGET last, once it is complete.
+ * The gadget gets its id and its registry slot reserved (TRYGET reads a
+ * reserved slot as empty), but nothing else knows it yet:
+ * lp_gadget_publish() makes it visible, lp_gadget_discard() undoes this.
+ * Splitting creation this way lets NEW copy its answer out before anything
+ * can be seen, and publish only what nothing can fail any more.
  *
  * Return: the gadget, or an ERR_PTR() (-ENOMEM).
  */
-struct lp_gadget *lp_gadget_new(struct lp_arena *arena,
-				struct lp_gadget *parent)
+struct lp_gadget *lp_gadget_alloc(struct lp_arena *arena)
 {
-	u32 flavor = READ_ONCE(arena->flavor);
-	struct lp_kids *owner;
 	struct lp_gadget *g;
 	int err;
 
@@ -116,7 +115,7 @@ struct lp_gadget *lp_gadget_new(struct lp_arena *arena,
 	if (!g)
 		return ERR_PTR(-ENOMEM);
 
-	switch (flavor) {
+	switch (READ_ONCE(arena->flavor)) {
 	case LP_FLAVOR_LOCKED:
 		g->count = 1;
 		break;
@@ -134,31 +133,80 @@ struct lp_gadget *lp_gadget_new(struct lp_arena *arena,
 	lp_kids_init(&g->kids);
 	atomic_set(&g->nr_children, 0);
 
+	err = xa_reserve(&arena->registry, g->id, GFP_KERNEL);
+	if (err) {
+		kmem_cache_free(lp_gadget_cache, g);
+		return ERR_PTR(err);
+	}
+	atomic64_inc(&lp_live_gadgets);
+	return g;
+}
+
+/**
+ * lp_gadget_discard() - free a gadget lp_gadget_alloc() gave and nobody saw
+ * @g: the gadget, never published
+ */
+void lp_gadget_discard(struct lp_gadget *g)
+{
+	xa_release(&g->arena->registry, g->id);
+	atomic64_dec(&lp_live_gadgets);
+	kmem_cache_free(lp_gadget_cache, g);
+}
+
+/**
+ * lp_gadget_publish() - make an allocated gadget visible; cannot fail
+ * @g: the gadget from lp_gadget_alloc()
+ * @parent: the parent (the caller holds a reference to it), or NULL
+ *
+ * Takes a reference to @parent for @g, registers @g for TRYGET in the slot
+ * lp_gadget_alloc() reserved (no allocation, so no failure), and links it
+ * on its owner's list under the owner's lock last (flavors with a child
+ * list): both the registry lock and the list lock order the stores that
+ * completed @g before any TRYGET or LOOKUP that finds it.
+ */
+void lp_gadget_publish(struct lp_gadget *g, struct lp_gadget *parent)
+{
+	struct lp_arena *arena = g->arena;
+	u32 flavor = lp_flavor_of(g);
+	struct lp_kids *owner;
+
 	if (parent) {
 		lp_gadget_get(parent);
 		atomic_inc(&parent->nr_children);
 		g->parent = parent;
 	}
+	atomic64_inc(&arena->created);
+
+	mutex_lock(&arena->reg_lock);
+	WARN_ON_ONCE(xa_is_err(xa_store(&arena->registry, g->id, g,
+					GFP_KERNEL)));
+	mutex_unlock(&arena->reg_lock);
+
 	if (lp_flavor_has_kids(flavor)) {
 		owner = lp_owner(g);
 		lp_kids_lock(owner, flavor);
 		list_add_tail(&g->node, &owner->head);
 		lp_kids_unlock(owner, flavor);
 	}
-	atomic64_inc(&arena->created);
-	atomic64_inc(&lp_live_gadgets);
+}
 
-	/*
-	 * Publish for TRYGET last, once @g is complete: the registry lock
-	 * orders these stores before any TRYGET that finds @g.
-	 */
-	mutex_lock(&arena->reg_lock);
-	err = xa_err(xa_store(&arena->registry, g->id, g, GFP_KERNEL));
-	mutex_unlock(&arena->reg_lock);
-	if (err) {
-		lp_gadget_put(g);
-		return ERR_PTR(err);
-	}
+/**
+ * lp_gadget_new() - create and publish a gadget holding one reference
+ * @arena: the arena, whose flavor is fixed by now
+ * @parent: the parent (the caller holds a reference to it), or NULL
+ *
+ * lp_gadget_alloc() and lp_gadget_publish() in one, for RUN's NEW_PUT,
+ * which has nothing to copy out in between.
+ *
+ * Return: the gadget, or an ERR_PTR() (-ENOMEM).
+ */
+struct lp_gadget *lp_gadget_new(struct lp_arena *arena,
+				struct lp_gadget *parent)
+{
+	struct lp_gadget *g = lp_gadget_alloc(arena);
+
+	if (!IS_ERR(g))
+		lp_gadget_publish(g, parent);
 	return g;
 }
 
@@ -294,13 +342,14 @@ static void lp_release_rwsem(struct kref *kref)
 }
 
 /**
- * kref_put_rwsem() - kref_put_mutex() for a list fenced by an rw_semaphore
+ * lp_kref_put_rwsem() - kref_put_mutex() for a list fenced by an rw_semaphore
  * @kref: the object
  * @release: called with @sem held for write when the count reaches zero;
  *	     it must unlink the object and up_write(@sem)
  * @sem: the rw_semaphore protecting the weak references to the object
  *
- * The article's exercise. Lock-free while the count is above one
+ * The article's exercise (named as ours: kref.h may grow its own). Lock-free
+ * while the count is above one
  * (refcount_dec_not_one()); otherwise down_write() fences off readers of
  * the list, which upgrade weak references under down_read(), and the
  * 1 -> 0 step is refcount_dec_and_test() under it, exactly as
@@ -309,9 +358,9 @@ static void lp_release_rwsem(struct kref *kref)
  *
  * Return: 1 if @release was called (and @sem released), 0 otherwise.
  */
-static int kref_put_rwsem(struct kref *kref,
-			  void (*release)(struct kref *kref),
-			  struct rw_semaphore *sem)
+static int lp_kref_put_rwsem(struct kref *kref,
+			     void (*release)(struct kref *kref),
+			     struct rw_semaphore *sem)
 	__cond_acquires(true, sem)
 {
 	if (refcount_dec_not_one(&kref->refcount))
@@ -346,7 +395,8 @@ static bool lp_put_one(struct lp_gadget *g)
 	case LP_FLAVOR_KREF_LOCK:
 		return kref_put_lock(&g->kref, lp_release_lock, &owner->lock);
 	default:
-		return kref_put_rwsem(&g->kref, lp_release_rwsem, &owner->rwsem);
+		return lp_kref_put_rwsem(&g->kref, lp_release_rwsem,
+					 &owner->rwsem);
 	}
 }
 
@@ -406,8 +456,8 @@ unsigned int lp_gadget_put(struct lp_gadget *g)
  * The article's rule: a weak reference may be upgraded with a plain get
  * while holding the lock that protects the list, because the put that
  * goes 1 -> 0 takes the same lock and unlinks the gadget before dropping
- * it. KREF_RWSEM takes its rw_semaphore shared: lookups run in parallel,
- * only the 1 -> 0 step excludes them.
+ * it. KREF_RWSEM takes its rw_semaphore shared: lookups run in parallel;
+ * the 1 -> 0 step and NEW's link of a new child take it exclusive.
  *
  * Return: 0, -ENOENT if no live child has @id, -EOPNOTSUPP in LOCKED and
  * LOCKLESS (they keep no child list).
@@ -501,13 +551,21 @@ int lp_gadget_tryget(struct lp_arena *arena, u64 id, struct lp_gadget **g)
  * lp_gadget_refcount() - the gadget's count, for STAT
  * @g: the gadget; the caller holds a reference
  *
+ * LOCKED's plain count is read under the arena mutex it is written under
+ * (a racy read of a plain int is a data race, whatever it returns).
+ *
  * Return: a snapshot of the count; may be stale by the time it is used.
  */
 unsigned int lp_gadget_refcount(struct lp_gadget *g)
 {
+	unsigned int count;
+
 	switch (lp_flavor_of(g)) {
 	case LP_FLAVOR_LOCKED:
-		return READ_ONCE(g->count);
+		mutex_lock(&g->arena->lock);
+		count = g->count;
+		mutex_unlock(&g->arena->lock);
+		return count;
 	case LP_FLAVOR_LOCKLESS:
 	case LP_FLAVOR_WEAK_CMPXCHG:
 		return atomic_read(&g->refcnt);

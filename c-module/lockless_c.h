@@ -37,7 +37,8 @@ struct lp_kids {
 
 /**
  * struct lp_gadget - one node of the tree
- * @count: the count in LOCKED, a plain integer under &lp_arena.lock
+ * @count: the count in LOCKED, a plain integer only read or written under
+ *	   &lp_arena.lock (STAT too)
  * @refcnt: the count in LOCKLESS and WEAK_CMPXCHG
  * @kref: the count in the KREF_* flavors
  * @parent: strong reference to the parent, NULL for a root
@@ -64,15 +65,17 @@ struct lp_gadget {
 /**
  * struct lp_arena - one open file of /dev/lockless_c
  * @flavor: enum lp_flavor, fixed by the first NEW
- * @configured: a gadget has been created; @flavor can no longer change
- * @lock: the article v1 "gadgets_lock" (LOCKED), and CONFIGURE vs NEW
+ * @configured: a NEW has succeeded; @flavor can no longer change
+ * @config_rwsem: CONFIGURE (write) against NEWs in flight (read)
+ * @lock: the article v1 "gadgets_lock": LOCKED's counts
  * @roots: weak list of the root gadgets, fenced like a gadget's @kids
- * @registry: id -> gadget, for TRYGET
+ * @registry: id -> gadget, for TRYGET; NEW reserves a slot before publishing
  * @reg_lock: protects @registry lookups against the release path's erase
- * @handles: handle -> gadget, each entry one strong reference
+ * @handles: handle -> gadget, each entry one strong reference; a reserved
+ *	     (XA_ZERO_ENTRY) slot is a handle being created, read as none
  * @handles_lock: keeps a handle's gadget alive while a reference is taken
  * @next_id: last id handed out
- * @nr_handles: entries in @handles
+ * @nr_handles: published entries in @handles
  * @created: gadgets ever created
  * @freed: gadgets ever freed
  * @var: the article's atomic_t variable
@@ -84,7 +87,8 @@ struct lp_gadget {
 struct lp_arena {
 	u32 flavor;
 	bool configured;
-	struct mutex lock;		/* LOCKED counts, @configured */
+	struct rw_semaphore config_rwsem; /* @flavor, @configured */
+	struct mutex lock;		/* LOCKED counts */
 	struct lp_kids roots;
 	struct xarray registry;
 	struct mutex reg_lock;		/* @registry lookups vs erase */
@@ -103,7 +107,7 @@ struct lp_arena {
 
 /*
  * Gadgets alive in the whole module, all arenas together
- * (IDENTIFY.live_gadgets): counted from the allocation in lp_gadget_new()
+ * (IDENTIFY.live_gadgets): counted from the allocation in lp_gadget_alloc()
  * until the kfree() in lp_gadget_free(). Relaxed: a statistic that only
  * module exit and a quiescent IDENTIFY read.
  */
@@ -114,6 +118,9 @@ extern struct kmem_cache *lp_gadget_cache;
 
 /* gadget.c */
 void lp_kids_init(struct lp_kids *kids);
+struct lp_gadget *lp_gadget_alloc(struct lp_arena *arena);
+void lp_gadget_discard(struct lp_gadget *g);
+void lp_gadget_publish(struct lp_gadget *g, struct lp_gadget *parent);
 struct lp_gadget *lp_gadget_new(struct lp_arena *arena,
 				struct lp_gadget *parent);
 void lp_gadget_get(struct lp_gadget *g);

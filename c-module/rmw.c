@@ -5,11 +5,14 @@
  * commit f7f497cb7024 ("jbd2: kill t_handle_lock transaction spinlock").
  *
  * Each primitive reports the value it replaced, the value it left and how
- * many of its cmpxchg attempts failed (lost a race and had to retry).
+ * many of its cmpxchg attempts failed (lost a race and had to retry). The
+ * increments saturate at LP_RMW_VALUE_MAX (INT_MAX) instead of wrapping,
+ * as refcount_t does: see enum lp_op in lockless_uapi.h.
  */
 
 #include <linux/atomic.h>
 #include <linux/compiler.h>
+#include <linux/limits.h>
 #include <linux/spinlock.h>
 
 #include "lockless_c.h"
@@ -106,9 +109,10 @@ static unsigned long lp_max_locked(spinlock_t *lock, unsigned long *p,
  * @failed: out: failed cmpxchg attempts
  *
  * The article's "increment if non-zero" loop, the lock-free fast path of
- * get-unless-zero. Fully ordered when it increments, unordered otherwise.
+ * get-unless-zero, which also stops at INT_MAX (saturates) rather than
+ * wrap. Fully ordered when it increments, unordered otherwise.
  *
- * Return: the value before the op (0: nothing was done).
+ * Return: the value before the op (0 or INT_MAX: nothing was stored).
  */
 static int lp_inc_not_zero_cmpxchg(atomic_t *x, u64 *failed)
 {
@@ -117,7 +121,7 @@ static int lp_inc_not_zero_cmpxchg(atomic_t *x, u64 *failed)
 	old = atomic_read(x);
 	do {
 		expected = old;
-		if (old == 0)
+		if (old == 0 || old == INT_MAX)
 			break;
 		old = atomic_cmpxchg(x, expected, expected + 1);
 		if (old != expected)
@@ -127,18 +131,29 @@ static int lp_inc_not_zero_cmpxchg(atomic_t *x, u64 *failed)
 }
 
 /**
- * lp_inc_not_zero_builtin() - increment @x unless it is zero, the library way
+ * lp_inc_not_zero_try_cmpxchg() - increment @x unless it is zero, the library way
  * @x: the variable
+ * @failed: out: failed cmpxchg attempts
  *
- * atomic_inc_not_zero() is atomic_fetch_add_unless(@x, 1, 0) != 0; we call
- * the latter to learn the old value. Fully ordered when it increments. Its
- * retries stay inside the primitive, so none are reported.
+ * atomic_inc_not_zero() is atomic_fetch_add_unless(@x, 1, 0) != 0, and
+ * the generic atomic_fetch_add_unless() (the one x86 uses) is this loop:
+ * atomic_try_cmpxchg(), which on failure refreshes @old with the value it
+ * found, so the loop re-reads nothing. The library call cannot also stop
+ * at INT_MAX, hence its body here with that one test added. Fully ordered
+ * when it increments, unordered otherwise.
  *
- * Return: the value before the op.
+ * Return: the value before the op (0 or INT_MAX: nothing was stored).
  */
-static int lp_inc_not_zero_builtin(atomic_t *x)
+static int lp_inc_not_zero_try_cmpxchg(atomic_t *x, u64 *failed)
 {
-	return atomic_fetch_add_unless(x, 1, 0);
+	int old = atomic_read(x);
+
+	while (old != 0 && old != INT_MAX) {
+		if (atomic_try_cmpxchg(x, &old, old + 1))
+			break;
+		(*failed)++;
+	}
+	return old;
 }
 
 /**
@@ -146,9 +161,11 @@ static int lp_inc_not_zero_builtin(atomic_t *x)
  * @x: the variable
  * @failed: out: failed cmpxchg attempts
  *
- * The article's first listing. Fully ordered, like atomic_fetch_inc().
+ * The article's first listing, stopping at INT_MAX (saturating) rather
+ * than wrap, which atomic_fetch_inc() itself cannot do. Fully ordered
+ * when it increments, like atomic_fetch_inc(); unordered at INT_MAX.
  *
- * Return: the value before the increment.
+ * Return: the value before the increment (INT_MAX: nothing was stored).
  */
 static int lp_fetch_inc_cmpxchg(atomic_t *x, u64 *failed)
 {
@@ -157,6 +174,8 @@ static int lp_fetch_inc_cmpxchg(atomic_t *x, u64 *failed)
 	old = atomic_read(x);
 	do {
 		expected = old;
+		if (old == INT_MAX)
+			break;
 		old = atomic_cmpxchg(x, expected, expected + 1);
 		if (old != expected)
 			(*failed)++;
@@ -164,9 +183,21 @@ static int lp_fetch_inc_cmpxchg(atomic_t *x, u64 *failed)
 	return old;
 }
 
+/* The variable never goes negative (the ops saturate): as an unsigned. */
 static u64 lp_u32(int v)
 {
 	return (u32)v;
+}
+
+/*
+ * Report an increment that found @old: it stored @old + 1 if it was
+ * @allowed to (not zero, for INC_NOT_ZERO) and @old was below INT_MAX,
+ * and nothing otherwise.
+ */
+static void lp_report_inc(struct lp_rmw *out, int old, bool allowed)
+{
+	out->old = lp_u32(old);
+	out->new = allowed && old != INT_MAX ? out->old + 1 : out->old;
 }
 
 /**
@@ -255,18 +286,15 @@ int lp_rmw(struct lp_arena *arena, u32 op, u64 value, struct lp_rmw *out)
 		break;
 	case LP_OP_INC_NOT_ZERO_CMPXCHG:
 		old = lp_inc_not_zero_cmpxchg(&arena->var, &failed);
-		out->old = lp_u32(old);
-		out->new = old ? lp_u32(old + 1) : 0;
+		lp_report_inc(out, old, old != 0);
 		break;
-	case LP_OP_INC_NOT_ZERO_BUILTIN:
-		old = lp_inc_not_zero_builtin(&arena->var);
-		out->old = lp_u32(old);
-		out->new = old ? lp_u32(old + 1) : 0;
+	case LP_OP_INC_NOT_ZERO_TRY_CMPXCHG:
+		old = lp_inc_not_zero_try_cmpxchg(&arena->var, &failed);
+		lp_report_inc(out, old, old != 0);
 		break;
 	case LP_OP_FETCH_INC_CMPXCHG:
 		old = lp_fetch_inc_cmpxchg(&arena->var, &failed);
-		out->old = lp_u32(old);
-		out->new = lp_u32(old + 1);
+		lp_report_inc(out, old, true);
 		break;
 	case LP_OP_SET:
 		spin_lock(&arena->max_lock);

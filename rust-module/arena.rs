@@ -25,6 +25,7 @@ use kernel::{
 
 use crate::{
     gadget::{GadgetPtr, GadgetRef, Kids},
+    rwsem::{new_rwsem, RwSem},
     uapi,
 };
 
@@ -36,24 +37,36 @@ use crate::{
 pub(crate) static LIVE_ARENAS: Atomic<i64> = Atomic::new(0);
 
 /// Handles held in the whole module, all arenas together (`IDENTIFY.live_handles`):
-/// handle-table entries, counted by [`Arena::handle_new`] when it publishes one
+/// handle-table entries, counted by [`Arena::handle_publish`] when it publishes one
 /// and until [`Arena::handle_take`] takes it out again (PUT, and
 /// [`Arena::release_handles`] at close() for every handle still held). `Relaxed`.
 pub(crate) static LIVE_HANDLES: Atomic<i64> = Atomic::new(0);
 
-/// The state `Arena::lock` protects: the article v1 "gadgets_lock", which also
-/// serialises LOCKED counts (`Gadget::count` is `LockedBy` it).
+/// The state `Arena::lock` protects: the article v1 "gadgets_lock". LOCKED's
+/// counts are `LockedBy` it (`Gadget::count`); it has no data of its own but one
+/// byte, because `LockedBy` tells owners apart by address and refuses (at build
+/// time) an owner type of size zero.
 pub(crate) struct ArenaState {
-    /// A gadget has been created; the flavor can no longer change.
-    pub(crate) configured: bool,
+    _not_zero_sized: u8,
 }
 
-/// The handle table: handle `h` is `slots[h - 1]`, each `Some` one strong
-/// reference owned by the file. The lowest free handle is handed out first, as
-/// `xa_alloc()` does in C, so both modules give the same handles.
+/// One slot of the handle table.
+enum Slot {
+    /// No handle.
+    Free,
+    /// A handle being created (`XA_ZERO_ENTRY` in C): not a handle yet, so PUT,
+    /// GET and STAT answer `EBADF` for it, but no other handle gets its number.
+    Reserved,
+    /// A handle: one strong reference owned by the file.
+    Held(GadgetRef),
+}
+
+/// The handle table: handle `h` is `slots[h - 1]`. The lowest free handle is
+/// handed out first, as `xa_alloc()` does in C, so both modules give the same
+/// handles.
 pub(crate) struct Handles {
-    slots: KVec<Option<GadgetRef>>,
-    /// Handles in the table (`ARENA_STAT.handles`).
+    slots: KVec<Slot>,
+    /// Handles in the table (`ARENA_STAT.handles`), reserved ones not counted.
     pub(crate) held: u32,
 }
 
@@ -62,7 +75,14 @@ pub(crate) struct Handles {
 pub(crate) struct Arena {
     /// `enum lp_flavor`, fixed by the first NEW.
     pub(crate) flavor: Atomic<u32>,
-    /// The article v1 "gadgets_lock" (LOCKED counts), and CONFIGURE vs NEW.
+    /// A NEW has succeeded: the flavor can no longer change. Set by NEW under
+    /// `config`'s read side, read by CONFIGURE under its write side.
+    pub(crate) configured: Atomic<bool>,
+    /// CONFIGURE (write) against NEWs in flight (read), so that the flavor a
+    /// gadget is made for cannot change under it.
+    #[pin]
+    pub(crate) config: RwSem<()>,
+    /// The article v1 "gadgets_lock": LOCKED's counts.
     #[pin]
     pub(crate) lock: Mutex<ArenaState>,
     /// Weak list of the root gadgets, fenced like a gadget's children.
@@ -101,7 +121,10 @@ impl Handles {
 
     /// The reference `handle` holds, if it is a live handle.
     pub(crate) fn get(&self, handle: u32) -> Option<&GadgetRef> {
-        self.slots.get(Self::slot(handle)?)?.as_ref()
+        match self.slots.get(Self::slot(handle)?)? {
+            Slot::Held(g) => Some(g),
+            _ => None,
+        }
     }
 }
 
@@ -117,7 +140,9 @@ impl Arena {
     fn new() -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             flavor: Atomic::new(uapi::LP_FLAVOR_LOCKED),
-            lock <- new_mutex!(ArenaState { configured: false }, "lp_arena.lock"),
+            configured: Atomic::new(false),
+            config <- new_rwsem!((), "lp_arena.config_rwsem"),
+            lock <- new_mutex!(ArenaState { _not_zero_sized: 0 }, "lp_arena.lock"),
             roots <- Kids::new(),
             registry <- new_mutex!(XArray::new(AllocKind::Alloc), "lp_arena.reg_lock"),
             handles <- new_mutex!(
@@ -150,39 +175,66 @@ impl Arena {
         handles.get(handle).map(GadgetRef::get).ok_or(EBADF)
     }
 
-    /// `lp_handle_new()`: gives the caller's reference to a new handle, or puts it
-    /// back (`ENOSPC` when the table is full).
-    pub(crate) fn handle_new(&self, g: GadgetRef) -> Result<u32> {
+    /// `lp_handle_reserve()`: reserves the lowest free handle (`ENOSPC` when the
+    /// table is full): a slot that reads as no handle until
+    /// [`Arena::handle_publish`] fills it or [`Arena::handle_release`] frees it.
+    pub(crate) fn handle_reserve(&self) -> Result<u32> {
         let mut handles = self.handles.lock();
-        let slot = match handles.slots.iter().position(Option::is_none) {
+        let slot = match handles.slots.iter().position(|s| matches!(s, Slot::Free)) {
             Some(i) => i,
             None if handles.slots.len() < uapi::LP_MAX_HANDLES as usize => {
-                if let Err(e) = handles.slots.push(None, GFP_KERNEL) {
-                    drop(handles);
-                    drop(g);
-                    return Err(e.into());
-                }
+                handles.slots.push(Slot::Free, GFP_KERNEL)?;
                 handles.slots.len() - 1
             }
-            None => {
-                drop(handles);
-                drop(g);
-                return Err(ENOSPC);
-            }
+            None => return Err(ENOSPC),
         };
-        handles.slots[slot] = Some(g);
-        handles.held += 1;
-        // Under the handle lock, as is the take: the count cannot go below 0.
-        LIVE_HANDLES.fetch_add(1, Relaxed);
+        handles.slots[slot] = Slot::Reserved;
         // `slot` < LP_MAX_HANDLES, so the handle fits a `u32`.
         Ok(slot as u32 + 1)
     }
 
+    /// The slot of a handle [`Arena::handle_reserve`] gave. Only the thread that
+    /// reserved it fills or frees it, so it is still reserved: `None` (and a
+    /// WARN) would be a bug of this file.
+    fn reserved_slot(handles: &mut Handles, handle: u32) -> Option<&mut Slot> {
+        let slot = handles.slots.get_mut(Handles::slot(handle)?)?;
+        let reserved = matches!(slot, Slot::Reserved);
+        kernel::warn_on!(!reserved);
+        reserved.then_some(slot)
+    }
+
+    /// `lp_handle_release()`: gives a reserved handle back, unused.
+    pub(crate) fn handle_release(&self, handle: u32) {
+        let mut handles = self.handles.lock();
+        if let Some(slot) = Self::reserved_slot(&mut handles, handle) {
+            *slot = Slot::Free;
+        }
+    }
+
+    /// `lp_handle_publish()`: gives the caller's reference to `g` to the reserved
+    /// `handle`. Counted under the handle lock, as is the take: the counts cannot
+    /// go below 0. Cannot fail: the slot exists.
+    pub(crate) fn handle_publish(&self, handle: u32, g: GadgetRef) {
+        let mut handles = self.handles.lock();
+        if let Some(slot) = Self::reserved_slot(&mut handles, handle) {
+            *slot = Slot::Held(g);
+            handles.held += 1;
+            LIVE_HANDLES.fetch_add(1, Relaxed);
+        }
+    }
+
     /// `lp_handle_take()`: takes a handle out of the table; the caller owns its
-    /// reference.
+    /// reference. A reserved slot is not a handle yet, and is left alone.
     pub(crate) fn handle_take(&self, handle: u32) -> Option<GadgetRef> {
         let mut handles = self.handles.lock();
-        let g = handles.slots.get_mut(Handles::slot(handle)?)?.take()?;
+        let slot = handles.slots.get_mut(Handles::slot(handle)?)?;
+        let g = match core::mem::replace(slot, Slot::Free) {
+            Slot::Held(g) => g,
+            other => {
+                *slot = other;
+                return None;
+            }
+        };
         handles.held -= 1;
         LIVE_HANDLES.fetch_sub(1, Relaxed);
         Some(g)

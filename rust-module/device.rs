@@ -16,6 +16,10 @@
 //!
 //! Each open file is an [`Arena`] (`arena.rs`, which C keeps in this file): its
 //! handles, gadgets and variables.
+//!
+//! Every ioctl is all or nothing (see `lockless_uapi.h`): the ones that create a
+//! handle reserve it, copy the answer out, then publish; the ones whose effect
+//! cannot be undone (PUT, RMW, RUN) write the argument back before they act.
 
 use core::{mem::size_of, pin::Pin};
 use kernel::{
@@ -94,6 +98,42 @@ fn copy_out<T: AsBytes>(mut writer: UserSliceWriter, value: &T) -> Result<isize>
     Ok(0)
 }
 
+/// `lp_check_writable()`: writes an ioctl struct back as it was read, before an
+/// effect that cannot be undone: an argument userspace cannot write then fails
+/// with `EFAULT` before anything happened.
+fn check_writable<T: AsBytes>(arg: UserPtr, value: &T) -> Result {
+    UserSlice::new(arg, size_of::<T>()).writer().write(value)
+}
+
+/// The last copy of PUT, RMW and RUN, after an effect that cannot be undone: if
+/// another thread made the argument unwritable since [`check_writable`], the op
+/// has happened and the ioctl returns 0 without its answer (as C does).
+fn write_back<T: AsBytes>(writer: UserSliceWriter, value: &T) -> Result<isize> {
+    let _ = copy_out(writer, value);
+    Ok(0)
+}
+
+/// `lp_handle_new()`: hands the caller's reference `g` out in a new handle, all
+/// or nothing: reserves the handle, lets `answer` write its number into the
+/// answer and copies that out, then publishes. On failure `g` is put and
+/// nothing stays behind.
+fn handle_new<T: AsBytes>(
+    arena: &Arena,
+    g: GadgetRef,
+    writer: UserSliceWriter,
+    value: &mut T,
+    answer: impl FnOnce(&mut T, u32),
+) -> Result<isize> {
+    let handle = arena.handle_reserve()?;
+    answer(value, handle);
+    if let Err(e) = copy_out(writer, value) {
+        arena.handle_release(handle);
+        return Err(e);
+    }
+    arena.handle_publish(handle, g);
+    Ok(0)
+}
+
 /// `lp_identify()`: answers `LP_IOC_IDENTIFY`.
 fn lp_identify(arg: UserPtr) -> Result<isize> {
     let (_, writer) = copy_in::<uapi::lp_identify>(arg)?;
@@ -119,14 +159,18 @@ fn lp_configure(arena: &Arena, arg: UserPtr) -> Result<isize> {
     if c.flavor >= uapi::LP_FLAVOR_COUNT {
         return Err(EINVAL);
     }
-    let state = arena.lock.lock();
-    if state.configured {
+    let _config = arena.config.write();
+    if arena.configured.load(Relaxed) {
         return Err(EBUSY);
     }
     arena.flavor.store(c.flavor, Relaxed);
     Ok(0)
 }
 
+/// `lp_new()`: all or nothing. The gadget is allocated unpublished and its
+/// handle reserved, the answer is copied out, and only then is the gadget
+/// published and the arena marked configured. NEWs in flight hold `config`
+/// shared, so the flavor the gadget was made for cannot change under them.
 fn lp_new(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut n, writer) = copy_in::<uapi::lp_new>(arg)?;
     let parent = if n.parent != uapi::LP_HANDLE_NONE {
@@ -135,30 +179,35 @@ fn lp_new(arena: &Arena, arg: UserPtr) -> Result<isize> {
         None
     };
 
-    // The flavor is fixed from the first NEW on.
-    arena.lock.lock().configured = true;
-
-    let g = Gadget::create(arena, parent.as_ref());
-    drop(parent);
-    let g = g?;
-
+    let _config = arena.config.read();
+    // On failure from here on, dropping `g` unpublished is `lp_gadget_discard()`.
+    let g = Gadget::alloc(arena, parent.as_ref())?;
+    n.handle = arena.handle_reserve()?;
     n.id = g.id;
-    n.handle = arena.handle_new(g)?;
-    copy_out(writer, &n)
+    if let Err(e) = copy_out(writer, &n) {
+        arena.handle_release(n.handle);
+        return Err(e);
+    }
+    g.publish();
+    arena.configured.store(true, Relaxed);
+    arena.handle_publish(n.handle, g);
+    Ok(0)
 }
 
 fn lp_get(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut a, writer) = copy_in::<uapi::lp_get>(arg)?;
     let g = arena.handle_get(a.handle)?;
-    a.new_handle = arena.handle_new(g)?;
-    copy_out(writer, &a)
+    handle_new(arena, g, writer, &mut a, |a, h| a.new_handle = h)
 }
 
+/// `lp_put()`: PUT cannot be undone, so the answer's way back is checked before
+/// the handle is consumed.
 fn lp_put(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut a, writer) = copy_in::<uapi::lp_put>(arg)?;
+    check_writable(arg, &a)?;
     let g = arena.handle_take(a.handle).ok_or(EBADF)?;
     a.released = g.put();
-    copy_out(writer, &a)
+    write_back(writer, &a)
 }
 
 fn lp_lookup(arena: &Arena, arg: UserPtr) -> Result<isize> {
@@ -166,15 +215,13 @@ fn lp_lookup(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let parent = arena.handle_get(a.parent)?;
     let child = parent.lookup(a.id);
     drop(parent);
-    a.handle = arena.handle_new(child?)?;
-    copy_out(writer, &a)
+    handle_new(arena, child?, writer, &mut a, |a, h| a.handle = h)
 }
 
 fn lp_tryget(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut a, writer) = copy_in::<uapi::lp_tryget>(arg)?;
     let g = gadget::tryget(arena, a.id)?;
-    a.handle = arena.handle_new(g)?;
-    copy_out(writer, &a)
+    handle_new(arena, g, writer, &mut a, |a, h| a.handle = h)
 }
 
 fn lp_stat(arena: &Arena, arg: UserPtr) -> Result<isize> {
@@ -205,11 +252,13 @@ fn lp_rmw_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
     if !rmw::op_is_rmw(r.op) || r.value > u64::from(uapi::LP_RMW_VALUE_MAX) {
         return Err(EINVAL);
     }
+    // The op cannot be undone: as PUT, check the way back first.
+    check_writable(arg, &r)?;
     let out = rmw::rmw(arena, r.op, r.value)?;
     r.old = out.old;
     r.new = out.new;
     r.failed = out.failed;
-    copy_out(writer, &r)
+    write_back(writer, &r)
 }
 
 fn lp_run_id(arena: &Arena, r: &uapi::lp_run) -> u64 {
@@ -293,12 +342,17 @@ fn fatal_signal_pending() -> bool {
 /// here too.
 fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut r, writer) = copy_in::<uapi::lp_run>(arg)?;
-    if r.op >= uapi::LP_OP_COUNT || r.value > u64::from(uapi::LP_RMW_VALUE_MAX) {
+    // `value` is an RMW operand only for RMW ops; else an id, or ignored.
+    if r.op >= uapi::LP_OP_COUNT
+        || (rmw::op_is_rmw(r.op) && r.value > u64::from(uapi::LP_RMW_VALUE_MAX))
+    {
         return Err(EINVAL);
     }
     if r.iterations > u64::from(uapi::LP_RUN_MAX_ITERATIONS) {
         return Err(E2BIG);
     }
+    // The loop cannot be undone: as PUT, check the way back first.
+    check_writable(arg, &r)?;
     let g = match r.op {
         uapi::LP_OP_GET_PUT | uapi::LP_OP_LOOKUP_PUT | uapi::LP_OP_NEW_PUT => {
             Some(arena.handle_get(r.handle)?)
@@ -316,6 +370,7 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let start = Instant::<Monotonic>::now();
     for i in 0..r.iterations {
         completed += lp_run_one(arena, &mut r, g.as_ref(), i)?;
+        // Dying: nobody will read the answer (no -EINTR in the contract).
         if fatal_signal_pending() {
             return Err(EINTR);
         }
@@ -323,7 +378,7 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
     }
     r.elapsed_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(0);
     r.completed = completed;
-    copy_out(writer, &r)
+    write_back(writer, &r)
 }
 
 #[vtable]

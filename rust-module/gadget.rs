@@ -27,7 +27,7 @@ use kernel::{
     new_mutex, new_spinlock,
     prelude::*,
     sync::{
-        atomic::{Atomic, Full, Relaxed},
+        atomic::{Acquire, Atomic, Full, Relaxed, Release},
         Arc, LockedBy, Mutex, Refcount, SpinLock,
     },
     types::ForeignOwnable,
@@ -253,6 +253,9 @@ pub(crate) struct Gadget {
     kids: Kids,
     /// Live children; each holds a reference to this gadget.
     nr_children: Atomic<i32>,
+    /// [`GadgetRef::publish`] ran: until then LOOKUP and TRYGET act as if the
+    /// gadget were not on its list nor in the registry, and it is not counted.
+    published: Atomic<bool>,
 }
 
 // SAFETY: Every field is thread-safe but the raw ones: `arena` is only read (the
@@ -296,12 +299,26 @@ impl Gadget {
         u64::try_from(self.nr_children.load(Relaxed)).unwrap_or(0)
     }
 
-    /// `lp_gadget_new()`: creates a gadget holding one reference, for a handle.
+    /// `lp_gadget_new()`: creates and publishes a gadget holding one reference,
+    /// for RUN's NEW_PUT, which has nothing to copy out in between.
+    pub(crate) fn create(arena: &Arena, parent: Option<&GadgetRef>) -> Result<GadgetRef> {
+        let g = Self::alloc(arena, parent)?;
+        g.publish();
+        Ok(g)
+    }
+
+    /// `lp_gadget_alloc()`: creates an unpublished gadget holding one reference.
     ///
     /// Takes a reference to `parent` for the new gadget, links it on its owner's
     /// list under the owner's lock (flavors with a child list), and registers it
-    /// for TRYGET last, once it is complete.
-    pub(crate) fn create(arena: &Arena, parent: Option<&GadgetRef>) -> Result<GadgetRef> {
+    /// for TRYGET last, once it is complete; every step that can fail is here.
+    /// Unpublished, it is invisible: LOOKUP and TRYGET skip it, and nothing counts
+    /// it but [`LIVE_GADGETS`]. C reserves its registry slot (`xa_reserve()`) and
+    /// links it only in `lp_gadget_publish()`; here the registry cannot reserve
+    /// (`kernel::xarray` has no `xa_reserve()`) and a push on the list may
+    /// allocate, so both happen now and the `published` flag hides them.
+    /// Dropping the reference unpublished is `lp_gadget_discard()`.
+    pub(crate) fn alloc(arena: &Arena, parent: Option<&GadgetRef>) -> Result<GadgetRef> {
         let flavor = arena.flavor();
         let id = arena.next_id.fetch_add(1, Full) + 1;
         let init = pin_init!(Self {
@@ -312,6 +329,7 @@ impl Gadget {
             id,
             kids <- Kids::new(),
             nr_children: Atomic::new(0),
+            published: Atomic::new(false),
         });
 
         let g = if flavor == uapi::LP_FLAVOR_LOCKLESS {
@@ -323,10 +341,6 @@ impl Gadget {
             GadgetRef::Counted(ptr)
         };
 
-        if let Some(p) = parent {
-            p.nr_children.fetch_add(1, Relaxed);
-        }
-        arena.created.fetch_add(1, Relaxed);
         LIVE_GADGETS.fetch_add(1, Relaxed);
         if flavor_has_kids(flavor) {
             // On failure, dropping `g` puts it: it is on no list, not registered.
@@ -340,6 +354,23 @@ impl Gadget {
         drop(registry);
         stored?;
         Ok(g)
+    }
+
+    /// `lp_gadget_publish()`: makes a gadget from [`Gadget::alloc`] visible to
+    /// LOOKUP and TRYGET and counts it; cannot fail. `Release`, paired with their
+    /// `Acquire` load (under the list or registry lock): who sees the flag also
+    /// sees the counts.
+    pub(crate) fn publish(&self) {
+        if let Some(p) = self.parent() {
+            p.nr_children.fetch_add(1, Relaxed);
+        }
+        self.arena().created.fetch_add(1, Relaxed);
+        self.published.store(true, Release);
+    }
+
+    /// Whether [`Gadget::publish`] ran.
+    fn is_published(&self) -> bool {
+        self.published.load(Acquire)
     }
 
     /// Links the new gadget, whose pointer is `me`, on its owner's list, under
@@ -494,11 +525,14 @@ impl Gadget {
 
 /// Upgrades the weak reference to child `id` on a list whose lock the caller holds.
 fn upgrade(list: &KVec<GadgetPtr>, id: u64) -> Option<GadgetRef> {
-    // SAFETY: The caller holds `list`'s lock, and the borrow ends before it
-    // drops it: a gadget on a weak list leaves it under that lock before its
-    // release path frees it (or mutably borrows it, in its drop).
-    let p = *list.iter().find(|p| unsafe { p.as_ref() }.id == id)?;
-    // SAFETY: As above.
+    let p = *list.iter().find(|p| {
+        // SAFETY: The caller holds `list`'s lock, and the borrow ends before it
+        // drops it: a gadget on a weak list leaves it under that lock before its
+        // release path frees it (or mutably borrows it, in its drop).
+        let g = unsafe { p.as_ref() };
+        g.id == id && g.is_published()
+    })?;
+    // SAFETY: As in the search above.
     let child = unsafe { p.as_ref() };
     // The fence failed if a listed gadget has count 0: `refcount_inc()` WARNs on
     // an increment from zero, where C says WARN_ON_ONCE() before `atomic_inc()`.
@@ -531,6 +565,9 @@ pub(crate) fn tryget(arena: &Arena, id: u64) -> Result<GadgetRef> {
             // it: the release path takes that lock to unregister the gadget before
             // it drops it.
             let g = unsafe { ptr.as_ref() };
+            if !g.is_published() {
+                return Err(ENOENT);
+            }
             let mut state = arena.lock.lock();
             let count = g.count.access_mut(&mut state);
             if *count != 0 {
@@ -544,12 +581,19 @@ pub(crate) fn tryget(arena: &Arena, id: u64) -> Result<GadgetRef> {
             // (see above); LOCKLESS releases with `Arc::drop_with`, never
             // `Arc::into_unique_or_drop`.
             let arc = unsafe { Arc::from_raw_inc_not_zero(ptr.as_ptr()) };
-            return arc
-                .map(|a| GadgetRef::Arc(ManuallyDrop::new(a)))
-                .ok_or(ENOENT);
+            let g = GadgetRef::Arc(ManuallyDrop::new(arc.ok_or(ENOENT)?));
+            // Tested only now that we hold a reference: before, the gadget may be
+            // lent out as `Pin<&mut Gadget>` by `drop_with`. Unpublished, the NEW
+            // that made it still holds its own reference, so this put is not the
+            // last; it runs after the registry lock is dropped.
+            drop(registry);
+            return if g.is_published() { Ok(g) } else { Err(ENOENT) };
         }
-        // SAFETY: As in LOCKED.
-        _ => unsafe { ptr.as_ref() }.refcnt.inc_not_zero(),
+        _ => {
+            // SAFETY: As in LOCKED.
+            let g = unsafe { ptr.as_ref() };
+            g.is_published() && g.refcnt.inc_not_zero()
+        }
     };
     drop(registry);
 
@@ -568,7 +612,9 @@ impl PinnedDrop for Gadget {
     /// out of the registry: no other thread can reach it any more.
     fn drop(self: Pin<&mut Self>) {
         kernel::warn_on!(self.nr_children.load(Relaxed) != 0);
-        self.arena().freed.fetch_add(1, Relaxed);
+        if self.published.load(Relaxed) {
+            self.arena().freed.fetch_add(1, Relaxed);
+        }
         LIVE_GADGETS.fetch_sub(1, Relaxed);
     }
 }
@@ -713,7 +759,10 @@ fn take_parent(g: &Gadget) -> Option<GadgetRef> {
     // The `&mut Option` made through the `UnsafeCell` lasts for this statement.
     let parent = unsafe { (*g.parent.get()).take() };
     if let Some(p) = &parent {
-        p.nr_children.fetch_sub(1, Relaxed);
+        // Counted by `publish`, which a discarded gadget never reached.
+        if g.is_published() {
+            p.nr_children.fetch_sub(1, Relaxed);
+        }
     }
     parent
 }

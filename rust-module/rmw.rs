@@ -11,10 +11,11 @@
 //! ordered, `Relaxed` where C uses `atomic_read()`/`READ_ONCE()`.
 //!
 //! Each primitive reports the value it replaced, the value it left and how many
-//! of its cmpxchg attempts failed (lost a race and had to retry).
+//! of its cmpxchg attempts failed (lost a race and had to retry). The increments
+//! saturate at `LP_RMW_VALUE_MAX` (`i32::MAX`) instead of wrapping, as
+//! `refcount_t` does: see `enum lp_op` in `lockless_uapi.h`.
 
 use kernel::{
-    bindings,
     prelude::*,
     sync::{
         atomic::{Atomic, Full, Relaxed},
@@ -101,16 +102,17 @@ fn max_locked(lock: &SpinLock<usize>, new: usize) -> usize {
 /// `lp_inc_not_zero_cmpxchg()`: increments `x` unless it is zero.
 ///
 /// The article's "increment if non-zero" loop, the lock-free fast path of
-/// get-unless-zero. Fully ordered when it increments, unordered otherwise.
+/// get-unless-zero, which also stops at `i32::MAX` (saturates) rather than wrap.
+/// Fully ordered when it increments, unordered otherwise.
 ///
-/// Returns the value before the op (0: nothing was done).
+/// Returns the value before the op (0 or `i32::MAX`: nothing was stored).
 fn inc_not_zero_cmpxchg(x: &Atomic<i32>, failed: &mut u64) -> i32 {
     let mut old = x.load(Relaxed);
     loop {
-        if old == 0 {
+        if old == 0 || old == i32::MAX {
             break;
         }
-        match x.cmpxchg(old, old.wrapping_add(1), Full) {
+        match x.cmpxchg(old, old + 1, Full) {
             Ok(_) => break,
             Err(current) => {
                 old = current;
@@ -121,40 +123,68 @@ fn inc_not_zero_cmpxchg(x: &Atomic<i32>, failed: &mut u64) -> i32 {
     old
 }
 
-/// `lp_inc_not_zero_builtin()`: increments `x` unless it is zero, the library way.
+/// `lp_inc_not_zero_try_cmpxchg()`: increments `x` unless it is zero, the
+/// library way.
 ///
-/// `Atomic<T>` has no `fetch_add_unless()` or `inc_not_zero()`, so this calls
-/// the C `atomic_fetch_add_unless()` through its Rust helper. Fully ordered when
-/// it increments. Its retries stay inside the primitive, so none are reported.
+/// C writes out the generic `atomic_fetch_add_unless()` loop on
+/// `atomic_try_cmpxchg()`, which refreshes the expected value on failure, plus
+/// the saturation test the library call cannot make. `Atomic::cmpxchg()` is
+/// `atomic_try_cmpxchg()` underneath and returns the value it found, so in Rust
+/// this loop and [`inc_not_zero_cmpxchg`]'s are the same code: the two ops
+/// differ only in C. Fully ordered when it increments, unordered otherwise.
 ///
-/// Returns the value before the op.
-fn inc_not_zero_builtin(x: &Atomic<i32>) -> i32 {
-    // SAFETY: `Atomic<i32>` has the layout of `atomic_t` (both are a 32-bit
-    // integer accessed only atomically), and `x` is valid for the call.
-    unsafe { bindings::atomic_fetch_add_unless(x.as_ptr().cast(), 1, 0) }
-}
-
-/// `lp_fetch_inc_cmpxchg()`: `atomic_fetch_inc()` written as a cmpxchg loop.
-///
-/// The article's first listing. Fully ordered, like `atomic_fetch_inc()`.
-///
-/// Returns the value before the increment.
-fn fetch_inc_cmpxchg(x: &Atomic<i32>, failed: &mut u64) -> i32 {
+/// Returns the value before the op (0 or `i32::MAX`: nothing was stored).
+fn inc_not_zero_try_cmpxchg(x: &Atomic<i32>, failed: &mut u64) -> i32 {
     let mut old = x.load(Relaxed);
-    loop {
-        match x.cmpxchg(old, old.wrapping_add(1), Full) {
-            Ok(_) => return old,
+    while old != 0 && old != i32::MAX {
+        match x.cmpxchg(old, old + 1, Full) {
+            Ok(_) => break,
             Err(current) => {
                 old = current;
                 *failed += 1;
             }
         }
     }
+    old
 }
 
-/// `lp_u32()`: the `atomic_t` value as the contract reports it.
+/// `lp_fetch_inc_cmpxchg()`: `atomic_fetch_inc()` written as a cmpxchg loop.
+///
+/// The article's first listing, stopping at `i32::MAX` (saturating) rather than
+/// wrap. Fully ordered when it increments, like `atomic_fetch_inc()`; unordered
+/// at `i32::MAX`.
+///
+/// Returns the value before the increment (`i32::MAX`: nothing was stored).
+fn fetch_inc_cmpxchg(x: &Atomic<i32>, failed: &mut u64) -> i32 {
+    let mut old = x.load(Relaxed);
+    while old != i32::MAX {
+        match x.cmpxchg(old, old + 1, Full) {
+            Ok(_) => break,
+            Err(current) => {
+                old = current;
+                *failed += 1;
+            }
+        }
+    }
+    old
+}
+
+/// `lp_u32()`: the `atomic_t` value as the contract reports it. The variable
+/// never goes negative (the ops saturate).
 fn u32_of(v: i32) -> u64 {
     u64::from(v as u32)
+}
+
+/// `lp_report_inc()`: `(old, new)` of an increment that found `old`: it stored
+/// `old + 1` if it was `allowed` to (not zero, for INC_NOT_ZERO) and `old` was
+/// below `i32::MAX`, and nothing otherwise.
+fn report_inc(old: i32, allowed: bool) -> (u64, u64) {
+    let new = if allowed && old != i32::MAX {
+        old + 1
+    } else {
+        old
+    };
+    (u32_of(old), u32_of(new))
 }
 
 /// `lp_op_is_rmw()`: whether `op` is one `LP_IOC_RMW` performs (MAX_CMPXCHG ..
@@ -214,25 +244,15 @@ pub(crate) fn rmw(arena: &Arena, op: u32, value: u64) -> Result<RmwOut> {
         }
         uapi::LP_OP_INC_NOT_ZERO_CMPXCHG => {
             let old = inc_not_zero_cmpxchg(&arena.var, &mut failed);
-            let new = if old != 0 {
-                u32_of(old.wrapping_add(1))
-            } else {
-                0
-            };
-            (u32_of(old), new)
+            report_inc(old, old != 0)
         }
-        uapi::LP_OP_INC_NOT_ZERO_BUILTIN => {
-            let old = inc_not_zero_builtin(&arena.var);
-            let new = if old != 0 {
-                u32_of(old.wrapping_add(1))
-            } else {
-                0
-            };
-            (u32_of(old), new)
+        uapi::LP_OP_INC_NOT_ZERO_TRY_CMPXCHG => {
+            let old = inc_not_zero_try_cmpxchg(&arena.var, &mut failed);
+            report_inc(old, old != 0)
         }
         uapi::LP_OP_FETCH_INC_CMPXCHG => {
             let old = fetch_inc_cmpxchg(&arena.var, &mut failed);
-            (u32_of(old), u32_of(old.wrapping_add(1)))
+            report_inc(old, true)
         }
         uapi::LP_OP_SET => {
             *arena.max_locked.lock() = vsize;

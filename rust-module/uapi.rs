@@ -3,8 +3,9 @@
 //! The contract, as bindgen reads it from `shared-tests/lockless_uapi.h`.
 //!
 //! `uapi_generated.rs` is produced by the Kbuild rule at build time; this
-//! file only adds what bindgen cannot say: that the ioctl structs may be
-//! copied to and from userspace as plain bytes.
+//! file only adds what bindgen cannot say: that the ioctl structs have no
+//! padding (checked at build time below) and so may be copied to and from
+//! userspace as plain bytes.
 
 #![allow(
     dead_code,
@@ -23,14 +24,106 @@ include!("uapi_generated.rs");
 macro_rules! plain_bytes {
     ($($t:ty),* $(,)?) => {$(
         // SAFETY: The struct is `#[repr(C)]` with only integer and integer-array fields and no
-        // padding (the header lays every struct out without holes, and bindgen's layout
-        // assertions check each size), so any byte pattern is a valid value and every byte of a
-        // value is initialised.
+        // padding (`no_padding!` below fails the build unless its size is the sum of its fields'
+        // sizes), so any byte pattern is a valid value and every byte of a value is initialised:
+        // `AsBytes` copies out no stale kernel stack.
         unsafe impl kernel::transmute::FromBytes for $t {}
         // SAFETY: As above.
         unsafe impl kernel::transmute::AsBytes for $t {}
     )*};
 }
+
+/// The size of the field `f` projects to, without naming its type.
+const fn field_size<T, F>(_f: fn(&T) -> &F) -> usize {
+    core::mem::size_of::<F>()
+}
+
+/// Fails the build unless `$t`'s size is the sum of the sizes of the fields
+/// listed, which must be all of them: then nothing sits between or after them.
+macro_rules! no_padding {
+    ($($t:ident { $($f:ident),+ $(,)? }),* $(,)?) => {$(
+        kernel::static_assert!(
+            core::mem::size_of::<$t>() == 0 $(+ field_size(|s: &$t| &s.$f))+
+        );
+    )*};
+}
+
+no_padding!(
+    lp_identify {
+        name,
+        abi_version,
+        flavors,
+        ops,
+        live_gadgets,
+        live_arenas,
+        live_handles,
+        reserved
+    },
+    lp_configure { flavor, reserved },
+    lp_new {
+        parent,
+        handle,
+        id,
+        reserved
+    },
+    lp_get {
+        handle,
+        new_handle,
+        reserved
+    },
+    lp_put {
+        handle,
+        released,
+        reserved
+    },
+    lp_lookup {
+        parent,
+        handle,
+        id,
+        reserved
+    },
+    lp_tryget {
+        id,
+        handle,
+        reserved
+    },
+    lp_stat {
+        handle,
+        refcount,
+        id,
+        parent_id,
+        children,
+        reserved
+    },
+    lp_arena_stat {
+        flavor,
+        handles,
+        live,
+        created,
+        freed,
+        reserved
+    },
+    lp_rmw {
+        value,
+        old,
+        new,
+        failed,
+        op,
+        reserved
+    },
+    lp_run {
+        op,
+        handle,
+        iterations,
+        value,
+        elapsed_ns,
+        completed,
+        failed,
+        delta,
+        broken,
+        reserved
+    },
+);
 
 plain_bytes!(
     lp_identify,

@@ -63,11 +63,11 @@ PUT = {
                    ['<' + RG + 'Gadget>::put_kref_mutex']),
     'KREF_LOCK': (['kref_put_lock', 'lp_release_lock'],
                   ['<' + RG + 'Gadget>::put_kref_lock']),
-    'KREF_RWSEM': (['kref_put_rwsem', 'lp_release_rwsem'],
+    'KREF_RWSEM': (['lp_kref_put_rwsem', 'lp_release_rwsem'],
                    ['<' + RG + 'Gadget>::put_kref_rwsem']),
 }
 RMW = ['max_cmpxchg', 'max_jbd2', 'max_locked', 'inc_not_zero_cmpxchg',
-       'inc_not_zero_builtin', 'fetch_inc_cmpxchg']
+       'inc_not_zero_try_cmpxchg', 'fetch_inc_cmpxchg']
 # What every row runs through: the RUN loop and its dispatch.
 LOOP = (['lp_run', 'lp_run_one'], [RD + 'lp_run', RD + 'lp_run_one'])
 

@@ -144,7 +144,7 @@ static long target_ms = BENCH_MS;
 
 static const __u32 rmw_ops[] = {
 	LP_OP_MAX_CMPXCHG, LP_OP_MAX_JBD2, LP_OP_MAX_LOCKED,
-	LP_OP_INC_NOT_ZERO_CMPXCHG, LP_OP_INC_NOT_ZERO_BUILTIN,
+	LP_OP_INC_NOT_ZERO_CMPXCHG, LP_OP_INC_NOT_ZERO_TRY_CMPXCHG,
 	LP_OP_FETCH_INC_CMPXCHG, LP_OP_SET, LP_OP_READ,
 };
 
@@ -286,7 +286,7 @@ static int fix_open(const struct bench_dev *dev, const struct bench_row *row,
 static int fix_reset(const struct bench_row *row, struct bench_fix *fix)
 {
 	bool inz = row->op == LP_OP_INC_NOT_ZERO_CMPXCHG ||
-		   row->op == LP_OP_INC_NOT_ZERO_BUILTIN;
+		   row->op == LP_OP_INC_NOT_ZERO_TRY_CMPXCHG;
 	struct lp_rmw set = { .op = LP_OP_SET, .value = inz ? 1 : 0 };
 
 	if (row->flavor >= 0 || row->op == LP_OP_ATOMIC_FLOOR)

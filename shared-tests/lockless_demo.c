@@ -82,7 +82,7 @@ static const struct lp_row lp_rows[] = {
 	  "spin_lock + compare/store", "SpinLock<usize> guard" },
 	{ true, LP_OP_INC_NOT_ZERO_CMPXCHG,
 	  "atomic_cmpxchg loop", "Atomic<i32>::cmpxchg(Full) loop" },
-	{ true, LP_OP_INC_NOT_ZERO_BUILTIN,
+	{ true, LP_OP_INC_NOT_ZERO_TRY_CMPXCHG,
 	  "atomic_fetch_add_unless", "bindings::atomic_fetch_add_unless" },
 	{ true, LP_OP_FETCH_INC_CMPXCHG,
 	  "atomic_cmpxchg loop", "Atomic<i32>::cmpxchg(Full) loop" },

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -717,7 +718,7 @@ TEST_F_TIMEOUT(dev, rmw_ops_in_kernel_races_lose_no_update, LP_SLOW_TIMEOUT)
 		{ LP_OP_MAX_LOCKED, 0, false },
 		{ LP_OP_FETCH_INC_CMPXCHG, 0, true },
 		{ LP_OP_INC_NOT_ZERO_CMPXCHG, 0, true },
-		{ LP_OP_INC_NOT_ZERO_BUILTIN, 0, false },
+		{ LP_OP_INC_NOT_ZERO_TRY_CMPXCHG, 0, false },
 	};
 	struct telescope sh = { .fd = self->fd };
 	int k, n = nr_cpus();
@@ -857,7 +858,7 @@ TEST_F_TIMEOUT(dev, inc_not_zero_keeps_zero_and_counts_from_nonzero,
 	       LP_SLOW_TIMEOUT)
 {
 	static const __u32 ops[] = {
-		LP_OP_INC_NOT_ZERO_CMPXCHG, LP_OP_INC_NOT_ZERO_BUILTIN,
+		LP_OP_INC_NOT_ZERO_CMPXCHG, LP_OP_INC_NOT_ZERO_TRY_CMPXCHG,
 	};
 	struct lp_rmw r;
 	__u64 max;
@@ -865,7 +866,7 @@ TEST_F_TIMEOUT(dev, inc_not_zero_keeps_zero_and_counts_from_nonzero,
 
 	if (lacks(_metadata, &self->id, variant->module, variant->reference, 0,
 		  1ull << LP_OP_INC_NOT_ZERO_CMPXCHG |
-		  1ull << LP_OP_INC_NOT_ZERO_BUILTIN | 1ull << LP_OP_SET |
+		  1ull << LP_OP_INC_NOT_ZERO_TRY_CMPXCHG | 1ull << LP_OP_SET |
 		  1ull << LP_OP_READ))
 		return;
 	for (i = 0; i < 2; i++) {
@@ -932,7 +933,7 @@ TEST_F_TIMEOUT(dev, inc_not_zero_never_revives_a_zero_set_mid_race,
 	       LP_SLOW_TIMEOUT)
 {
 	static const __u32 ops[] = {
-		LP_OP_INC_NOT_ZERO_CMPXCHG, LP_OP_INC_NOT_ZERO_BUILTIN,
+		LP_OP_INC_NOT_ZERO_CMPXCHG, LP_OP_INC_NOT_ZERO_TRY_CMPXCHG,
 	};
 	struct inz_race sh = { .fd = self->fd };
 	int i, n = nr_cpus();
@@ -940,7 +941,7 @@ TEST_F_TIMEOUT(dev, inc_not_zero_never_revives_a_zero_set_mid_race,
 
 	if (lacks(_metadata, &self->id, variant->module, variant->reference, 0,
 		  1ull << LP_OP_INC_NOT_ZERO_CMPXCHG |
-		  1ull << LP_OP_INC_NOT_ZERO_BUILTIN | 1ull << LP_OP_SET |
+		  1ull << LP_OP_INC_NOT_ZERO_TRY_CMPXCHG | 1ull << LP_OP_SET |
 		  1ull << LP_OP_READ))
 		return;
 	ASSERT_LE(2, n);
@@ -1000,7 +1001,7 @@ TEST_F(dev, run_rmw_ops_complete_and_leave_their_state)
 		if (op == LP_OP_READ || op == LP_OP_ATOMIC_FLOOR)
 			delta = 0;
 		else if (op == LP_OP_INC_NOT_ZERO_CMPXCHG ||
-			 op == LP_OP_INC_NOT_ZERO_BUILTIN ||
+			 op == LP_OP_INC_NOT_ZERO_TRY_CMPXCHG ||
 			 op == LP_OP_FETCH_INC_CMPXCHG)
 			delta = LP_RUN_ITERATIONS;
 		else
@@ -1017,7 +1018,7 @@ TEST_F(dev, run_rmw_ops_complete_and_leave_their_state)
 		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_READ, 0, &r));
 		switch (op) {
 		case LP_OP_INC_NOT_ZERO_CMPXCHG:
-		case LP_OP_INC_NOT_ZERO_BUILTIN:
+		case LP_OP_INC_NOT_ZERO_TRY_CMPXCHG:
 		case LP_OP_FETCH_INC_CMPXCHG:
 			EXPECT_EQ(5 + LP_RUN_ITERATIONS, r.old)
 				TH_LOG("%s", op_names[op]);
@@ -1162,6 +1163,256 @@ TEST_F(dev, bad_input_gets_the_documented_errno)
 	EXPECT_EQ(-E2BIG, lp_run(self->fd, LP_OP_ATOMIC_FLOOR, 0,
 				 LP_RUN_MAX_ITERATIONS + 1, 0, &run));
 	ASSERT_EQ(0, arena_still_works(self->fd));
+}
+
+/*
+ * The increments saturate at LP_RMW_VALUE_MAX instead of wrapping, every
+ * op reports the old and new value it actually left, and a MAX op finds
+ * the saturated value above any operand (both modules once wrapped to
+ * 0x80000000, and MAX_CMPXCHG then stored 5 over it).
+ */
+TEST_F(dev, rmw_increments_saturate_at_the_value_max)
+{
+	static const __u32 incs[] = {
+		LP_OP_FETCH_INC_CMPXCHG, LP_OP_INC_NOT_ZERO_CMPXCHG,
+		LP_OP_INC_NOT_ZERO_TRY_CMPXCHG,
+	};
+	const __u64 max = LP_RMW_VALUE_MAX;
+	struct lp_run run;
+	struct lp_rmw r;
+	unsigned int i;
+
+	if (lacks(_metadata, &self->id, variant->module, variant->reference, 0,
+		  1ull << LP_OP_FETCH_INC_CMPXCHG |
+		  1ull << LP_OP_INC_NOT_ZERO_CMPXCHG |
+		  1ull << LP_OP_INC_NOT_ZERO_TRY_CMPXCHG |
+		  1ull << LP_OP_MAX_CMPXCHG | 1ull << LP_OP_SET |
+		  1ull << LP_OP_READ))
+		return;
+	for (i = 0; i < ARRAY_SIZE(incs); i++) {
+		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_SET, max - 1, &r));
+		ASSERT_EQ(0, lp_rmw(self->fd, incs[i], 0, &r));
+		EXPECT_EQ(max - 1, r.old) TH_LOG("%s", op_names[incs[i]]);
+		EXPECT_EQ(max, r.new) TH_LOG("%s", op_names[incs[i]]);
+		ASSERT_EQ(0, lp_rmw(self->fd, incs[i], 0, &r));
+		EXPECT_EQ(max, r.old) TH_LOG("%s at the max", op_names[incs[i]]);
+		EXPECT_EQ(max, r.new) TH_LOG("%s at the max", op_names[incs[i]]);
+		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_READ, 0, &r));
+		EXPECT_EQ(max, r.old) TH_LOG("%s wrapped", op_names[incs[i]]);
+
+		/* In a RUN loop too: delta is what was really added. */
+		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_SET, max - 3, &r));
+		ASSERT_EQ(0, lp_run(self->fd, incs[i], 0, 10, 0, &run));
+		EXPECT_EQ(10, run.completed);
+		EXPECT_EQ(3, run.delta) TH_LOG("%s", op_names[incs[i]]);
+		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_READ, 0, &r));
+		EXPECT_EQ(max, r.old) TH_LOG("%s wrapped", op_names[incs[i]]);
+	}
+	/* The saturated value is the largest: MAX stores nothing below it. */
+	ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_MAX_CMPXCHG, 5, &r));
+	EXPECT_EQ(max, r.old);
+	EXPECT_EQ(max, r.new);
+	ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_READ, 0, &r));
+	EXPECT_EQ(max, r.old);
+}
+
+/*
+ * RUN's @value is an RMW operand only for RMW ops: for TRYGET_PUT and
+ * LOOKUP_PUT it is a gadget id, and ids at or above 2^31 are ids like any
+ * other (not -EINVAL).
+ */
+TEST_F(dev, run_takes_any_gadget_id)
+{
+	struct lp_run run;
+
+	if (lacks(_metadata, &self->id, variant->module, variant->reference, 0,
+		  1ull << LP_OP_TRYGET_PUT))
+		return;
+	EXPECT_EQ(0, lp_run(self->fd, LP_OP_TRYGET_PUT, 0, 3,
+			    LP_RMW_VALUE_MAX + 1, &run));
+	EXPECT_EQ(0, run.completed);
+	EXPECT_EQ(0, lp_run(self->fd, LP_OP_TRYGET_PUT, 0, 3, ~0ull, &run));
+	EXPECT_EQ(0, run.completed);
+}
+
+/* What an arena and the module hold, to compare before and after. */
+struct lp_snapshot {
+	struct lp_arena_stat as;
+	__u64 live_gadgets, live_handles;
+};
+
+static int lp_snapshot(int fd, struct lp_snapshot *s)
+{
+	struct lp_identify id = { 0 };
+	int ret;
+
+	ret = lp_arena_stat(fd, &s->as);
+	if (!ret)
+		ret = lp_identify(fd, &id);
+	s->live_gadgets = id.live_gadgets;
+	s->live_handles = id.live_handles;
+	return ret;
+}
+
+static void expect_unchanged(struct __test_metadata *_metadata,
+			     const struct lp_snapshot *before, int fd,
+			     const char *what)
+{
+	struct lp_snapshot now;
+
+	ASSERT_EQ(0, lp_snapshot(fd, &now));
+	EXPECT_EQ(before->as.handles, now.as.handles) TH_LOG("%s", what);
+	EXPECT_EQ(before->as.created, now.as.created) TH_LOG("%s", what);
+	EXPECT_EQ(before->as.freed, now.as.freed) TH_LOG("%s", what);
+	EXPECT_EQ(before->live_gadgets, now.live_gadgets) TH_LOG("%s", what);
+	EXPECT_EQ(before->live_handles, now.live_handles) TH_LOG("%s", what);
+}
+
+/*
+ * An ioctl whose answer cannot be written back fails with -EFAULT and
+ * changes nothing: no gadget, no handle, no reference, no consumed handle,
+ * no RMW store. The argument sits in a page userspace can read but not
+ * write. The first NEW runs on a fresh arena: failing, it must not fix
+ * the flavor either (CONFIGURE still works).
+ */
+TEST_F(dev, failed_copy_out_changes_nothing)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	struct lp_snapshot before;
+	struct lp_stat st, st2;
+	struct lp_rmw r;
+	__u32 root, child;
+	__u64 cid;
+	char *ro;
+
+	if (lacks(_metadata, &self->id, variant->module, variant->reference,
+		  1u << LP_FLAVOR_KREF_MUTEX,
+		  1ull << LP_OP_FETCH_INC_CMPXCHG | 1ull << LP_OP_SET |
+		  1ull << LP_OP_READ))
+		return;
+	ro = mmap(NULL, page, PROT_READ | PROT_WRITE,
+		  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, ro);
+
+#define RO_CALL(cmd, type, ...) ({					\
+	memset(ro, 0, page);						\
+	*(type *)ro = (type){ __VA_ARGS__ };				\
+	mprotect(ro, page, PROT_READ) ? -1000 :				\
+		({ int _r = lp_call(self->fd, cmd, ro);			\
+		   mprotect(ro, page, PROT_READ | PROT_WRITE); _r; });	\
+})
+
+	/* A failed first NEW leaves the arena unconfigured. */
+	ASSERT_EQ(0, lp_snapshot(self->fd, &before));
+	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_NEW, struct lp_new,
+				   .parent = LP_HANDLE_NONE));
+	expect_unchanged(_metadata, &before, self->fd, "NEW of a root");
+	ASSERT_EQ(0, lp_configure(self->fd, LP_FLAVOR_KREF_MUTEX))
+		TH_LOG("a NEW that failed fixed the flavor");
+
+	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &root, NULL));
+	ASSERT_EQ(0, lp_new(self->fd, root, &child, &cid));
+	ASSERT_EQ(0, lp_stat(self->fd, root, &st));
+	ASSERT_EQ(0, lp_snapshot(self->fd, &before));
+
+	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_NEW, struct lp_new, .parent = root));
+	expect_unchanged(_metadata, &before, self->fd, "NEW of a child");
+	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_GET, struct lp_get, .handle = root));
+	expect_unchanged(_metadata, &before, self->fd, "GET");
+	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_LOOKUP, struct lp_lookup,
+				   .parent = root, .id = cid));
+	expect_unchanged(_metadata, &before, self->fd, "LOOKUP");
+	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_TRYGET, struct lp_tryget, .id = cid));
+	expect_unchanged(_metadata, &before, self->fd, "TRYGET");
+	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_PUT, struct lp_put, .handle = child));
+	expect_unchanged(_metadata, &before, self->fd, "PUT");
+	EXPECT_EQ(0, lp_stat(self->fd, child, &st2))
+		TH_LOG("a PUT that failed consumed its handle");
+	EXPECT_EQ(1, st2.refcount);
+	ASSERT_EQ(0, lp_stat(self->fd, root, &st2));
+	EXPECT_EQ(st.refcount, st2.refcount);
+	EXPECT_EQ(st.children, st2.children);
+
+	ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_SET, 7, &r));
+	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_RMW, struct lp_rmw,
+				   .op = LP_OP_FETCH_INC_CMPXCHG));
+	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_RUN, struct lp_run,
+				   .op = LP_OP_FETCH_INC_CMPXCHG,
+				   .iterations = 10));
+	ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_READ, 0, &r));
+	EXPECT_EQ(7, r.old) TH_LOG("an RMW or RUN that failed stored");
+#undef RO_CALL
+
+	EXPECT_EQ(0, munmap(ro, page));
+	EXPECT_EQ(1, lp_put(self->fd, child));
+	EXPECT_EQ(1, lp_put(self->fd, root));
+}
+
+struct handle_count_race {
+	int fd;
+	__u32 root;
+	int stop;		/* __atomic: set by the ARENA_STAT thread */
+	unsigned long bad, reads;
+};
+
+/* GET a handle and let the other thread PUT it: the lowest free slot. */
+static void *handle_churn_thread(void *arg)
+{
+	struct handle_count_race *sh = arg;
+	__u32 h;
+
+	while (!__atomic_load_n(&sh->stop, __ATOMIC_RELAXED))
+		if (!lp_get(sh->fd, sh->root, &h))
+			lp_put(sh->fd, h);
+	return NULL;
+}
+
+static void *handle_put_thread(void *arg)
+{
+	struct handle_count_race *sh = arg;
+
+	while (!__atomic_load_n(&sh->stop, __ATOMIC_RELAXED))
+		lp_put(sh->fd, sh->root + 1);
+	return NULL;
+}
+
+static void *handle_stat_thread(void *arg)
+{
+	struct handle_count_race *sh = arg;
+	struct lp_arena_stat as;
+	double end = now_s() + 2.0;
+
+	while (now_s() < end) {
+		if (lp_arena_stat(sh->fd, &as))
+			continue;
+		sh->reads++;
+		if (as.handles > LP_MAX_HANDLES)
+			sh->bad++;
+	}
+	__atomic_store_n(&sh->stop, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+/*
+ * ARENA_STAT's handle count never reads below zero (0xffffffff): a handle
+ * is counted before it is published, so a PUT racing its GET finds it
+ * counted. Two seconds of GETs of handle root + 1 raced by PUTs of it.
+ */
+TEST_F_TIMEOUT(dev, handle_count_never_goes_below_zero, LP_SLOW_TIMEOUT)
+{
+	struct handle_count_race sh = { .fd = self->fd };
+	pthread_t t[3];
+
+	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &sh.root, NULL));
+	ASSERT_EQ(0, pthread_create(&t[0], NULL, handle_churn_thread, &sh));
+	ASSERT_EQ(0, pthread_create(&t[1], NULL, handle_put_thread, &sh));
+	ASSERT_EQ(0, pthread_create(&t[2], NULL, handle_stat_thread, &sh));
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	EXPECT_LT(0, sh.reads);
+	EXPECT_EQ(0, sh.bad) TH_LOG("%lu of %lu ARENA_STATs saw a count below 0",
+				    sh.bad, sh.reads);
+	EXPECT_EQ(1, lp_put(self->fd, sh.root));
 }
 
 TEST_F(dev, lookup_in_flavor_without_child_list_is_eopnotsupp)

@@ -7,9 +7,20 @@
  * at build time, so neither side keeps a copy that could drift.
  *
  * Every ioctl takes a pointer to a fixed-size struct of __u32/__u64 fields
- * without implicit padding. Fields named "reserved" must be zero on input
- * (-EINVAL otherwise) so that they can gain a meaning later without
- * breaking old callers. Output fields are ignored on input.
+ * without implicit padding (both modules assert each size at build time).
+ * Fields named "reserved" must be zero on input (-EINVAL otherwise) so that
+ * they can gain a meaning later without breaking old callers. Output
+ * fields are ignored on input.
+ *
+ * All or nothing: an ioctl that fails changed nothing. NEW, GET, LOOKUP
+ * and TRYGET reserve the new handle (and NEW the gadget's registry slot),
+ * copy the answer out, and only then publish; if the copy fails they undo
+ * the reservation and answer -EFAULT. PUT, RMW and RUN cannot be undone:
+ * they first write the argument back unchanged, so an argument userspace
+ * cannot write fails with -EFAULT before anything happened. If another
+ * thread unmaps or write-protects the argument while one of those three
+ * runs, the op has taken effect, the answer is lost and the ioctl still
+ * returns 0: a return of 0 always means "done", -EFAULT always "not done".
  *
  * Each open file is an arena: its own gadgets, handles, registry and
  * read-modify-write variable. Gadgets form a tree: each holds a strong
@@ -22,7 +33,7 @@
  * Errors, identical in both modules:
  *   -ENOTTY      unknown ioctl command
  *   -EFAULT      bad user pointer
- *   -EINVAL      non-zero reserved field, unknown flavor or op, RMW value
+ *   -EINVAL      non-zero reserved field, unknown flavor or op, RMW operand
  *                above LP_RMW_VALUE_MAX
  *   -EBADF       invalid or already-consumed handle
  *   -ENOENT      gadget gone (LOOKUP, TRYGET)
@@ -32,7 +43,16 @@
  *   -E2BIG       RUN iterations above LP_RUN_MAX_ITERATIONS
  *   -ENOSPC      the arena already holds LP_MAX_HANDLES handles
  *   -ENOMEM      allocation failure
- *   -EINTR       RUN stopped early by a fatal signal
+ *
+ * There is no -EINTR: RUN stops early only on a fatal signal, and a task
+ * with a fatal signal never returns to userspace to read an errno.
+ *
+ * LP_ABI_VERSION changes whenever an existing ioctl's number, struct
+ * layout, or documented meaning or errors change; adding an ioctl, a
+ * flavor, an op or a meaning for a reserved field (zero keeping the old
+ * behaviour) does not change it. Version 2: new magic (0xb7 is nsfs's and
+ * remoteproc's), saturating RMW ops, all-or-nothing ioctls, no -EINTR,
+ * RUN ids not capped.
  */
 #ifndef _UAPI_LOCKLESS_PARITY_H
 #define _UAPI_LOCKLESS_PARITY_H
@@ -40,8 +60,9 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 
-#define LP_ABI_VERSION		1
-#define LP_IOC_MAGIC		0xb7
+#define LP_ABI_VERSION		2
+/* Unlisted in 7.3's Documentation/userspace-api/ioctl/ioctl-number.rst. */
+#define LP_IOC_MAGIC		0xb9
 #define LP_NAME_LEN		32
 
 #define LP_DEV_C		"/dev/lockless_c"
@@ -55,7 +76,10 @@
 #define LP_RUN_MAX_ITERATIONS	10000000ULL
 /* LOOKUP_PUT/TRYGET_PUT value: the arena's newest id, re-read each time. */
 #define LP_ID_NEWEST		0
-/* Largest value LP_IOC_RMW and LP_IOC_RUN accept for an op (-EINVAL beyond). */
+/*
+ * The range of the RMW variable: operands above it are refused (-EINVAL),
+ * and the increments saturate at it (see enum lp_op).
+ */
 #define LP_RMW_VALUE_MAX	0x7fffffffULL
 
 /*
@@ -80,7 +104,21 @@ enum lp_flavor {
  * READ), jbd2's lockless unsigned long t_max_wait (MAX_JBD2) and the
  * pre-patch t_max_wait under its spinlock (MAX_LOCKED). SET stores the
  * value into all three; a MAX op with value 0 reads its own copy.
- * Values are 0..LP_RMW_VALUE_MAX.
+ *
+ * Values stay in 0..LP_RMW_VALUE_MAX (INT_MAX, the atomic_t's range):
+ * operands above it are refused with -EINVAL, and the increments
+ * (INC_NOT_ZERO_*, FETCH_INC_CMPXCHG) saturate at it, as refcount_t
+ * does, instead of wrapping: a count that wraps reads as negative or
+ * dead, one that saturates only stops counting. An increment of a
+ * variable at LP_RMW_VALUE_MAX stores nothing and reports old = new.
+ * Every op reports the old value it replaced (or found) and the new value
+ * it left, so (new - old) is exactly what the op added.
+ *
+ * INC_NOT_ZERO_CMPXCHG is the article's atomic_cmpxchg() loop;
+ * INC_NOT_ZERO_TRY_CMPXCHG is the shape of the kernel's own
+ * atomic_fetch_add_unless() (atomic_try_cmpxchg(), which refreshes the
+ * expected value on failure): the library call itself cannot also stop at
+ * LP_RMW_VALUE_MAX, so both carry that one extra test.
  *
  * GET_PUT, LOOKUP_PUT, TRYGET_PUT, ATOMIC_FLOOR and NEW_PUT are RUN-only
  * ops (LP_IOC_RMW answers -EINVAL for them). NEW_PUT creates a child of
@@ -93,7 +131,7 @@ enum lp_op {
 	LP_OP_MAX_JBD2			= 1,
 	LP_OP_MAX_LOCKED		= 2,
 	LP_OP_INC_NOT_ZERO_CMPXCHG	= 3,
-	LP_OP_INC_NOT_ZERO_BUILTIN	= 4,
+	LP_OP_INC_NOT_ZERO_TRY_CMPXCHG	= 4,
 	LP_OP_FETCH_INC_CMPXCHG		= 5,
 	LP_OP_SET			= 6,
 	LP_OP_READ			= 7,
@@ -157,7 +195,9 @@ struct lp_configure {
  * @reserved: must be zero
  *
  * The new gadget holds a strong reference to its parent and, in flavors
- * with a child list, sits on the parent's list as a weak reference.
+ * with a child list, sits on the parent's list as a weak reference. The
+ * first NEW that succeeds fixes the arena's flavor. A NEW that fails
+ * creates nothing, but may have used up an id (ids are never reused).
  * Errors: -EFAULT, -EINVAL, -EBADF (parent), -ENOSPC, -ENOMEM.
  */
 struct lp_new {
@@ -272,8 +312,8 @@ struct lp_arena_stat {
 /**
  * struct lp_rmw - one read-modify-write on the arena variable (LP_IOC_RMW)
  * @value: in: the operand (ignored by READ and FETCH_INC/INC_NOT_ZERO)
- * @old: out: the value before the op
- * @new: out: the value after the op
+ * @old: out: the value the op replaced, or found and left alone
+ * @new: out: the value the op stored, or @old if it stored nothing
  * @failed: out: failed cmpxchg attempts (retries) of this op
  * @op: in: an enum lp_op value from MAX_CMPXCHG to READ
  * @reserved: must be zero
@@ -296,12 +336,12 @@ struct lp_rmw {
  * @handle: in: GET_PUT: the gadget; LOOKUP_PUT, NEW_PUT: the parent;
  *          RMW ops: the step between operands (0 means 1); else ignored
  * @iterations: in: how many ops, at most LP_RUN_MAX_ITERATIONS
- * @value: in: RMW ops: the operand of the first iteration, iteration i
- *         uses value + i * step (capped at LP_RMW_VALUE_MAX) so that MAX
- *         ops keep storing, and N threads given values 1..N and step N
- *         feed interleaved operands that all need a store;
- *         LOOKUP_PUT: the child id; TRYGET_PUT: the gadget id (both:
- *         LP_ID_NEWEST for the newest); else ignored
+ * @value: in: RMW ops: the operand of the first iteration, at most
+ *         LP_RMW_VALUE_MAX; iteration i uses value + i * step (capped at
+ *         LP_RMW_VALUE_MAX) so that MAX ops keep storing, and N threads
+ *         given values 1..N and step N feed interleaved operands that all
+ *         need a store; LOOKUP_PUT: the child id; TRYGET_PUT: the gadget
+ *         id (both: any id, LP_ID_NEWEST for the newest); else ignored
  * @elapsed_ns: out: time the loop took
  * @completed: out: ops completed (a LOOKUP_PUT/TRYGET_PUT that found the
  *             gadget gone completes as a failed lookup, not counted)
@@ -321,8 +361,9 @@ struct lp_rmw {
  * @reserved: must be zero
  *
  * The loop runs in the caller's context, calls cond_resched() and stops
- * early with -EINTR on a fatal signal.
- * Errors: -EFAULT, -EINVAL, -EBADF, -EOPNOTSUPP, -E2BIG, -EINTR, -ENOMEM.
+ * early on a fatal signal (the task is dying; it never sees the result).
+ * Errors: -EFAULT, -EINVAL (reserved, unknown op, RMW operand above
+ * LP_RMW_VALUE_MAX), -EBADF, -EOPNOTSUPP, -E2BIG, -ENOMEM.
  */
 struct lp_run {
 	__u32 op;
