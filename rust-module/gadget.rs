@@ -782,9 +782,10 @@ fn take_parent(g: &Gadget) -> Option<GadgetRef> {
 /// reference into the gadget meanwhile: it is on no list (LOCKLESS keeps none),
 /// no handle holds it (its count is zero), and a TRYGET that finds it in the
 /// registry touches only the `Arc`'s count, beside the gadget, never the gadget
-/// itself (`tryget()` makes no `&Gadget` in LOCKLESS; that
-/// `Arc::from_raw_inc_not_zero()` of patch 0002 must not either is issue 12,
-/// item 13, on the patch side).
+/// itself: `tryget()` makes no `&Gadget` in LOCKLESS before its increment
+/// succeeded, and patch 0002's `Arc::from_raw_inc_not_zero()` reaches the count
+/// through raw projections, without a reference to the gadget or its
+/// `ArcInner`.
 fn put_lockless(a: Arc<Gadget>) -> PutOutcome {
     let mut parent = None;
     if Arc::drop_with(a, |g| parent = g.as_ref().get_ref().release()) {
