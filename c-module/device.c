@@ -6,9 +6,8 @@
  * lockless_c.ko is the C reference implementation of the contract in
  * shared-tests/lockless_uapi.h; rust-module/device.rs is its mirror.
  *
- * Each open file is an arena (struct lp_arena). A handle is an index in
- * the arena's handle table holding one strong reference: PUT consumes it,
- * GET/LOOKUP/TRYGET/NEW create one, and release() puts whatever is left.
+ * Each open file is an arena (struct lp_arena, arena.c): its handles,
+ * gadgets and variables.
  *
  * Every ioctl is all or nothing (see lockless_uapi.h): the ones that
  * create a handle reserve it, copy the answer out, then publish; the ones
@@ -110,29 +109,6 @@ static_assert(sizeof(struct lp_run) ==
 #define LP_ALL_FLAVORS	((1u << LP_FLAVOR_COUNT) - 1)
 #define LP_ALL_OPS	((1ull << LP_OP_COUNT) - 1)
 
-/*
- * Arenas alive in the whole module (IDENTIFY.live_arenas): counted from the
- * allocation in lp_open() until the free in lp_release(), so an arena
- * that release() never reaches the end of stays counted. Relaxed, like
- * lp_live_gadgets: only a quiescent IDENTIFY and module exit read it.
- */
-static atomic64_t lp_live_arenas = ATOMIC64_INIT(0);
-
-/*
- * Arenas come from a cache of their own: one that release() counts but
- * forgets to free makes kmem_cache_destroy() WARN at module exit.
- */
-static struct kmem_cache *lp_arena_cache;
-
-/*
- * Handles held in the whole module, all arenas together
- * (IDENTIFY.live_handles): handle-table entries, counted by
- * lp_handle_publish() before it publishes one and until lp_handle_take()
- * takes it out again (PUT, and release() for every handle still held), so
- * it never goes below zero. Relaxed.
- */
-static atomic64_t lp_live_handles = ATOMIC64_INIT(0);
-
 static int lp_copy_in_checked(void *dst, const void __user *argp, size_t size,
 			      size_t reserved_off, size_t reserved_len)
 {
@@ -162,59 +138,6 @@ static long lp_copy_out(void __user *argp, const void *src, size_t size)
 #define lp_check_writable(obj, argp) lp_copy_out(argp, &(obj), sizeof(obj))
 
 /*
- * Resolve @handle and take a reference to its gadget for the caller; the
- * handle lock keeps the handle's own reference in place meanwhile.
- */
-static int lp_handle_get(struct lp_arena *arena, u32 handle,
-			 struct lp_gadget **g)
-{
-	struct lp_gadget *found;
-
-	mutex_lock(&arena->handles_lock);
-	found = xa_load(&arena->handles, handle);
-	if (found)
-		lp_gadget_get(found);
-	mutex_unlock(&arena->handles_lock);
-	if (!found)
-		return -EBADF;
-	*g = found;
-	return 0;
-}
-
-/*
- * Reserve a handle: a slot of the table that reads as empty (so PUT, GET
- * and STAT answer -EBADF for it) until lp_handle_publish() fills it, or
- * lp_handle_release() gives it back. Return: 0, -ENOSPC or -ENOMEM.
- */
-static int lp_handle_reserve(struct lp_arena *arena, u32 *handle)
-{
-	int err;
-
-	err = xa_alloc(&arena->handles, handle, NULL,
-		       XA_LIMIT(1, LP_MAX_HANDLES), GFP_KERNEL);
-	return err == -EBUSY ? -ENOSPC : err;
-}
-
-static void lp_handle_release(struct lp_arena *arena, u32 handle)
-{
-	xa_release(&arena->handles, handle);
-}
-
-/*
- * Give the caller's reference to @g to the reserved @handle. Counted
- * before it is published, so a racing PUT cannot take the counts below 0;
- * storing into a reserved slot allocates nothing, so it cannot fail.
- */
-static void lp_handle_publish(struct lp_arena *arena, u32 handle,
-			      struct lp_gadget *g)
-{
-	atomic_inc(&arena->nr_handles);
-	atomic64_inc(&lp_live_handles);
-	WARN_ON_ONCE(xa_is_err(xa_store(&arena->handles, handle, g,
-					GFP_KERNEL)));
-}
-
-/*
  * Hand the caller's reference to @g out in a new handle, all or nothing:
  * reserve the handle, copy @size bytes of @obj (whose @handle_out field
  * the reserved number is written into) to @argp, then publish. On failure
@@ -237,26 +160,6 @@ static long lp_handle_new(struct lp_arena *arena, struct lp_gadget *g,
 	}
 	lp_gadget_put(g);
 	return err;
-}
-
-/*
- * Take a handle out of the table; the caller owns its reference. A
- * reserved slot reads as NULL and is left alone: it is not a handle yet.
- */
-static struct lp_gadget *lp_handle_take(struct lp_arena *arena, u32 handle)
-{
-	struct lp_gadget *g;
-
-	mutex_lock(&arena->handles_lock);
-	g = xa_load(&arena->handles, handle);
-	if (g)
-		xa_erase(&arena->handles, handle);
-	mutex_unlock(&arena->handles_lock);
-	if (g) {
-		atomic_dec(&arena->nr_handles);
-		atomic64_dec(&lp_live_handles);
-	}
-	return g;
 }
 
 /**
@@ -654,42 +557,24 @@ static long lp_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 
 static int lp_open(struct inode *inode, struct file *file)
 {
-	struct lp_arena *arena;
+	struct lp_arena *arena = lp_arena_new();
 
-	arena = kmem_cache_zalloc(lp_arena_cache, GFP_KERNEL);
 	if (!arena)
 		return -ENOMEM;
-	atomic64_inc(&lp_live_arenas);
-	arena->flavor = LP_FLAVOR_LOCKED;
-	init_rwsem(&arena->config_rwsem);
-	mutex_init(&arena->lock);
-	lp_kids_init(&arena->roots);
-	xa_init(&arena->registry);
-	mutex_init(&arena->reg_lock);
-	xa_init_flags(&arena->handles, XA_FLAGS_ALLOC1);
-	mutex_init(&arena->handles_lock);
-	spin_lock_init(&arena->max_lock);
 	file->private_data = arena;
 	return 0;
 }
 
 /*
- * close(): take out and put every handle still held, which frees every
- * gadget, then free the arena; only then does it stop counting.
+ * close(): put every handle still held, which frees every gadget, then
+ * free the arena; only then does it stop counting.
  */
 static int lp_release(struct inode *inode, struct file *file)
 {
 	struct lp_arena *arena = file->private_data;
-	struct lp_gadget *g;
-	unsigned long h;
 
-	xa_for_each(&arena->handles, h, g)
-		lp_gadget_put(lp_handle_take(arena, h));
-	xa_destroy(&arena->handles);
-	WARN_ON(!xa_empty(&arena->registry));
-	xa_destroy(&arena->registry);
-	kmem_cache_free(lp_arena_cache, arena);
-	atomic64_dec(&lp_live_arenas);
+	lp_arena_release_handles(arena);
+	lp_arena_free(arena);
 	return 0;
 }
 

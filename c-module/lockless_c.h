@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * lockless_c.h - what device.c, gadget.c and rmw.c share inside
+ * lockless_c.h - what device.c, arena.c, gadget.c and rmw.c share inside
  * lockless_c.ko. Not a contract: that is shared-tests/lockless_uapi.h.
  */
 #ifndef _LOCKLESS_C_H
@@ -115,6 +115,20 @@ extern atomic64_t lp_live_gadgets;
 
 /* The cache every struct lp_gadget comes from (gadget.c). */
 extern struct kmem_cache *lp_gadget_cache;
+
+/* arena.c */
+extern atomic64_t lp_live_arenas;
+extern atomic64_t lp_live_handles;
+extern struct kmem_cache *lp_arena_cache;
+struct lp_arena *lp_arena_new(void);
+int lp_handle_get(struct lp_arena *arena, u32 handle, struct lp_gadget **g);
+int lp_handle_reserve(struct lp_arena *arena, u32 *handle);
+void lp_handle_release(struct lp_arena *arena, u32 handle);
+void lp_handle_publish(struct lp_arena *arena, u32 handle,
+		       struct lp_gadget *g);
+struct lp_gadget *lp_handle_take(struct lp_arena *arena, u32 handle);
+void lp_arena_release_handles(struct lp_arena *arena);
+void lp_arena_free(struct lp_arena *arena);
 
 /* gadget.c */
 void lp_kids_init(struct lp_kids *kids);
