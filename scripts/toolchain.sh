@@ -8,7 +8,7 @@ lp_need_root "$@"
 stamp=$LP_ROOT/.lp-stamp
 packages="$LP_ROOT_PACKAGES $LP_ROOT_TOOLS"
 want=$(printf '%s\n' "$LP_SUITE" "$LP_KERNEL_SUITE" "$LP_KERNEL_PACKAGE" \
-	"$packages" | sha256sum | cut -c1-16)
+	"$packages" "sparse from $LP_SPARSE_SUITE" | sha256sum | cut -c1-16)
 mirror=$(lp_mirror)
 noexpire='Acquire::Check-Valid-Until "false";'
 
@@ -21,6 +21,7 @@ verify() {
 		[ -x "$LP_ROOT/usr/bin/$t" ] || missing+=("$t")
 	done
 	[ -f "$LP_ROOT$LP_KERNEL_TARBALL" ] || missing+=("$LP_KERNEL_TARBALL")
+	[ -x "$LP_ROOT/opt/lp-sparse/usr/bin/sparse" ] || missing+=(/opt/lp-sparse/usr/bin/sparse)
 	[ ${#missing[@]} -eq 0 ] ||
 		lp_die "toolchain root $LP_ROOT lacks: ${missing[*]} (remove it with 'make distclean' and retry)"
 }
@@ -93,6 +94,20 @@ lp_say "installing $LP_KERNEL_PACKAGE $cand from $LP_KERNEL_SUITE"
 "$LP_REPO/scripts/inroot.sh" --net \
 	"DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t $LP_KERNEL_SUITE $LP_KERNEL_PACKAGE >/dev/null" ||
 	lp_die "installing $LP_KERNEL_PACKAGE inside the root failed"
+
+# sparse (see tools.env): apt fetches and verifies the .deb from
+# $LP_SPARSE_SUITE with lists of its own, so the root's sources stay trixie.
+lp_say "unpacking sparse from $LP_SPARSE_SUITE into /opt/lp-sparse (make lint)"
+"$LP_REPO/scripts/inroot.sh" --net "set -e
+	d=\$(mktemp -d)
+	mkdir -p \$d/lists/partial \$d/cache/archives/partial
+	echo 'deb $mirror $LP_SPARSE_SUITE main' >\$d/sources.list
+	o='-q -o APT::Sandbox::User=root -o Acquire::Check-Valid-Until=false -o Dir::Etc::SourceList='\$d'/sources.list
+	   -o Dir::Etc::SourceParts=- -o Dir::State::Lists='\$d'/lists -o Dir::Cache='\$d'/cache'
+	apt-get \$o update -qq
+	cd \$d && apt-get \$o download sparse 2>/dev/null
+	rm -rf /opt/lp-sparse && dpkg-deb -x \$d/sparse_*.deb /opt/lp-sparse
+	rm -rf \$d" || lp_die "fetching sparse from $LP_SPARSE_SUITE failed"
 
 verify
 printf '%s\n' "$want" >"$stamp"
