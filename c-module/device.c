@@ -138,6 +138,18 @@ static long lp_copy_out(void __user *argp, const void *src, size_t size)
 #define lp_check_writable(obj, argp) lp_copy_out(argp, &(obj), sizeof(obj))
 
 /*
+ * The last copy of PUT, RMW and RUN, after an effect that cannot be
+ * undone: if another thread made the argument unwritable since
+ * lp_check_writable(), the op has happened, so the ioctl returns 0
+ * without its answer (see lockless_uapi.h).
+ */
+static long lp_write_back(void __user *argp, const void *src, size_t size)
+{
+	lp_copy_out(argp, src, size);
+	return 0;
+}
+
+/*
  * Hand the caller's reference to @g out in a new handle, all or nothing:
  * reserve the handle, copy @size bytes of @obj (whose @handle_out field
  * the reserved number is written into) to @argp, then publish. On failure
@@ -296,8 +308,7 @@ static long lp_put(struct lp_arena *arena, void __user *argp)
 	if (!g)
 		return -EBADF;
 	a.released = lp_gadget_put(g);
-	lp_copy_out(argp, &a, sizeof(a));
-	return 0;
+	return lp_write_back(argp, &a, sizeof(a));
 }
 
 static long lp_lookup(struct lp_arena *arena, void __user *argp)
@@ -391,8 +402,7 @@ static long lp_rmw_ioctl(struct lp_arena *arena, void __user *argp)
 	err = lp_rmw(arena, r.op, r.value, &r);
 	if (err)
 		return err;
-	lp_copy_out(argp, &r, sizeof(r));
-	return 0;
+	return lp_write_back(argp, &r, sizeof(r));
 }
 
 static u64 lp_run_id(struct lp_arena *arena, const struct lp_run *r)
@@ -514,8 +524,7 @@ static long lp_run(struct lp_arena *arena, void __user *argp)
 	}
 	r.elapsed_ns = ktime_get_ns() - start;
 	r.completed = completed;
-	lp_copy_out(argp, &r, sizeof(r));
-	err = 0;
+	err = lp_write_back(argp, &r, sizeof(r));
 out:
 	if (g)
 		lp_gadget_put(g);
