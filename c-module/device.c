@@ -46,6 +46,7 @@ static_assert(sizeof(struct lp_identify) ==
 	      LP_F(lp_identify, live_gadgets) +
 	      LP_F(lp_identify, live_arenas) +
 	      LP_F(lp_identify, live_handles) +
+	      LP_F(lp_identify, txn_flavors) +
 	      LP_F(lp_identify, reserved));
 static_assert(sizeof(struct lp_configure) ==
 	      LP_F(lp_configure, flavor) +
@@ -107,7 +108,8 @@ static_assert(sizeof(struct lp_run) ==
 #undef LP_F
 
 #define LP_ALL_FLAVORS	((1u << LP_FLAVOR_COUNT) - 1)
-#define LP_ALL_OPS	((1ull << LP_OP_COUNT) - 1)
+/* The transaction's ops are not implemented yet. */
+#define LP_ALL_OPS	((1ull << LP_OP_TXN_START_STOP) - 1)
 
 static int lp_copy_in_checked(void *dst, const void __user *argp, size_t size,
 			      size_t reserved_off, size_t reserved_len)
@@ -489,6 +491,8 @@ static long lp_run(struct lp_arena *arena, void __user *argp)
 		return -EINVAL;
 	if (r.iterations > LP_RUN_MAX_ITERATIONS)
 		return -E2BIG;
+	if (!(LP_ALL_OPS & BIT_ULL(r.op)))
+		return -EOPNOTSUPP;
 	/* The loop cannot be undone: as PUT, check the way back first. */
 	err = lp_check_writable(r, argp);
 	if (err)

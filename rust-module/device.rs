@@ -40,7 +40,8 @@ use crate::{
 };
 
 const ALL_FLAVORS: u32 = (1 << uapi::LP_FLAVOR_COUNT) - 1;
-const ALL_OPS: u64 = (1 << uapi::LP_OP_COUNT) - 1;
+/// The transaction's ops are not implemented yet.
+const ALL_OPS: u64 = (1 << uapi::LP_OP_TXN_START_STOP) - 1;
 
 /// The registration of `/dev/lockless_rust`.
 pub(crate) type Registration = MiscDeviceRegistration<Arena>;
@@ -365,6 +366,9 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
     }
     if r.iterations > u64::from(uapi::LP_RUN_MAX_ITERATIONS) {
         return Err(E2BIG);
+    }
+    if ALL_OPS & (1 << r.op) == 0 {
+        return Err(EOPNOTSUPP);
     }
     // The loop cannot be undone: as PUT, check the way back first.
     check_writable(arg, &r)?;

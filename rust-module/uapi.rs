@@ -57,6 +57,7 @@ no_padding!(
         live_gadgets,
         live_arenas,
         live_handles,
+        txn_flavors,
         reserved
     },
     lp_configure { flavor, reserved },

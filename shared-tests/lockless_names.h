@@ -31,6 +31,13 @@ static const char * const op_names[LP_OP_COUNT] = {
 	[LP_OP_TRYGET_PUT] = "TRYGET_PUT",
 	[LP_OP_ATOMIC_FLOOR] = "ATOMIC_FLOOR",
 	[LP_OP_NEW_PUT] = "NEW_PUT",
+	[LP_OP_TXN_START_STOP] = "TXN_START_STOP",
+	[LP_OP_TXN_EXTEND] = "TXN_EXTEND",
+};
+
+static const char * const txn_flavor_names[LP_TXN_FLAVOR_COUNT] = {
+	[LP_TXN_LOCKED] = "TXN_LOCKED",
+	[LP_TXN_ATOMIC] = "TXN_ATOMIC",
 };
 
 #endif /* _LOCKLESS_NAMES_H */

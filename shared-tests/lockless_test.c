@@ -978,13 +978,15 @@ TEST_F(dev, run_rmw_ops_complete_and_leave_their_state)
 	if (lacks(_metadata, &self->id, variant->module, variant->reference, 0,
 		  (1ull << LP_OP_COUNT) - 1 -
 		  (1ull << LP_OP_GET_PUT | 1ull << LP_OP_LOOKUP_PUT |
-		   1ull << LP_OP_TRYGET_PUT | 1ull << LP_OP_NEW_PUT)))
+		   1ull << LP_OP_TRYGET_PUT | 1ull << LP_OP_NEW_PUT |
+		   1ull << LP_OP_TXN_START_STOP | 1ull << LP_OP_TXN_EXTEND)))
 		return;
 	ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_READ, 0, &r));
 	prev = r.old;
 	for (op = 0; op < LP_OP_COUNT; op++) {
 		if (op == LP_OP_GET_PUT || op == LP_OP_LOOKUP_PUT ||
-		    op == LP_OP_TRYGET_PUT || op == LP_OP_NEW_PUT)
+		    op == LP_OP_TRYGET_PUT || op == LP_OP_NEW_PUT ||
+		    op == LP_OP_TXN_START_STOP || op == LP_OP_TXN_EXTEND)
 			continue;
 		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_SET, 5, &r));
 		/* SET answers with the value it replaced: the last READ's. */

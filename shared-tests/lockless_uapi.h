@@ -41,7 +41,10 @@
  *                in a flavor without a child list)
  *   -EBUSY       CONFIGURE after the arena's first NEW
  *   -E2BIG       RUN iterations above LP_RUN_MAX_ITERATIONS
- *   -ENOSPC      the arena already holds LP_MAX_HANDLES handles
+ *   -ENOSPC      the arena already holds LP_MAX_HANDLES handles; EXTEND
+ *                beyond the transaction's credit limit
+ *   -EAGAIN      START or EXTEND while the transaction is locked for commit
+ *   -ETIMEDOUT   COMMIT's drain did not end within its timeout
  *   -ENOMEM      allocation failure
  *
  * There is no -EINTR: RUN stops early only on a fatal signal, and a task
@@ -52,7 +55,8 @@
  * flavor, an op or a meaning for a reserved field (zero keeping the old
  * behaviour) does not change it. Version 2: new magic (0xb7 is nsfs's and
  * remoteproc's), saturating RMW ops, all-or-nothing ioctls, no -EINTR,
- * RUN ids not capped.
+ * RUN ids not capped. Added since, compatibly: the transaction
+ * (TXN_*) ioctls and RUN ops, IDENTIFY's txn_flavors.
  */
 #ifndef _UAPI_LOCKLESS_PARITY_H
 #define _UAPI_LOCKLESS_PARITY_H
@@ -81,6 +85,12 @@
  * and the increments saturate at it (see enum lp_op).
  */
 #define LP_RMW_VALUE_MAX	0x7fffffffULL
+/* Largest credit limit and EXTEND size (-EINVAL beyond). */
+#define LP_TXN_CREDITS_MAX	(1U << 20)
+/* Credit limit of a new arena's transaction. */
+#define LP_TXN_CREDITS_DEFAULT	1024
+/* Longest COMMIT drain timeout, in milliseconds (-EINVAL beyond). */
+#define LP_TXN_TIMEOUT_MAX_MS	10000
 
 /*
  * Gadget reference-counting flavors; bit (1 << flavor) in lp_identify.
@@ -125,6 +135,14 @@ enum lp_flavor {
  * the RUN handle's gadget and puts it at once: a stream of short-lived
  * children whose final puts race other threads' LOOKUP_PUT/TRYGET_PUT
  * loops (which, given LP_ID_NEWEST, chase the newest gadget).
+ *
+ * TXN_START_STOP and TXN_EXTEND are RUN-only ops on the arena's
+ * transaction (see enum lp_txn_flavor). TXN_START_STOP starts and stops
+ * a handle of its own (not in the file's table) per iteration. TXN_EXTEND
+ * starts a handle of its own, then per iteration extends it by the RUN's
+ * value and gives the credits back at once, so that it can run forever
+ * near the limit; when a COMMIT locks the transaction, the loop stops its
+ * handle (letting the drain end) and starts a new one when it can.
  */
 enum lp_op {
 	LP_OP_MAX_CMPXCHG		= 0,
@@ -140,7 +158,47 @@ enum lp_op {
 	LP_OP_TRYGET_PUT		= 10,
 	LP_OP_ATOMIC_FLOOR		= 11,
 	LP_OP_NEW_PUT			= 12,
+	LP_OP_TXN_START_STOP		= 13,
+	LP_OP_TXN_EXTEND		= 14,
 	LP_OP_COUNT
+};
+
+/*
+ * The transaction: jbd2's t_updates drain and jbd2_journal_extend(),
+ * before and after commit f7f497cb7024 ("jbd2: kill t_handle_lock
+ * transaction spinlock"); bit (1 << flavor) in lp_identify.txn_flavors.
+ *
+ * Each arena has one transaction, in one of two states: running (handles
+ * may start) or locked for commit (COMMIT is draining it). Its fields are
+ * jbd2's: t_updates (handles running), t_outstanding_credits (credits
+ * granted to running handles), j_state_lock (an rwlock: START and EXTEND
+ * take it shared, COMMIT exclusive), j_wait_updates (the drain's wait
+ * queue) and j_max_transaction_buffers (the credit limit). COMMIT locks
+ * the transaction, waits for t_updates to reach zero, and opens the next
+ * one (tid + 1) in its place.
+ *
+ * TXN_LOCKED is the code before the patch: the drain checks t_updates and
+ * EXTEND adds, checks and undoes under t_handle_lock, a spinlock. In
+ * TXN_ATOMIC, the code after it, there is no transaction spinlock: the
+ * last STOP's atomic_dec_and_test() wakes the committer with no lock
+ * held, which is safe because the committer queues itself
+ * (prepare_to_wait()) before it checks t_updates; and EXTEND adds with
+ * atomic_add_return() under the shared j_state_lock and takes the credits
+ * back with atomic_sub() when the sum is over the limit, so the count may
+ * overshoot the limit for a moment but the credits granted never do.
+ *
+ * A new arena's transaction is TXN_LOCKED with LP_TXN_CREDITS_DEFAULT.
+ */
+enum lp_txn_flavor {
+	LP_TXN_LOCKED		= 0,	/* jbd2 before f7f497cb7024 */
+	LP_TXN_ATOMIC		= 1,	/* jbd2 after it */
+	LP_TXN_FLAVOR_COUNT
+};
+
+/* lp_txn_stat.state */
+enum lp_txn_state {
+	LP_TXN_RUNNING		= 0,
+	LP_TXN_LOCKED_FOR_COMMIT = 1,
 };
 
 /**
@@ -152,6 +210,8 @@ enum lp_op {
  * @live_gadgets: gadgets alive in the whole module, all files together
  * @live_arenas: arenas (open files) alive in the whole module
  * @live_handles: handles held in the whole module, all files together
+ *		  (gadget and transaction handles)
+ * @txn_flavors: bitmask of implemented enum lp_txn_flavor values
  * @reserved: must be zero
  *
  * The three live counters count allocations, not what userspace can see:
@@ -170,7 +230,8 @@ struct lp_identify {
 	__u64 live_gadgets;
 	__u64 live_arenas;
 	__u64 live_handles;
-	__u64 reserved[2];
+	__u32 txn_flavors;
+	__u32 reserved[3];
 };
 
 /**
@@ -335,19 +396,27 @@ struct lp_rmw {
  * @op: in: an enum lp_op value
  * @handle: in: GET_PUT: the gadget; LOOKUP_PUT, NEW_PUT: the parent;
  *          RMW ops: the step between operands (0 means 1); else ignored
+ *          (TXN ops too)
  * @iterations: in: how many ops, at most LP_RUN_MAX_ITERATIONS
  * @value: in: RMW ops: the operand of the first iteration, at most
  *         LP_RMW_VALUE_MAX; iteration i uses value + i * step (capped at
  *         LP_RMW_VALUE_MAX) so that MAX ops keep storing, and N threads
  *         given values 1..N and step N feed interleaved operands that all
  *         need a store; LOOKUP_PUT: the child id; TRYGET_PUT: the gadget
- *         id (both: any id, LP_ID_NEWEST for the newest); else ignored
+ *         id (both: any id, LP_ID_NEWEST for the newest); TXN_EXTEND:
+ *         the credits each iteration asks for, 1..LP_TXN_CREDITS_MAX;
+ *         else ignored
  * @elapsed_ns: out: time the loop took
  * @completed: out: ops completed (a LOOKUP_PUT/TRYGET_PUT that found the
- *             gadget gone completes as a failed lookup, not counted)
+ *             gadget gone completes as a failed lookup, not counted;
+ *             TXN_START_STOP: handles started and stopped; TXN_EXTEND:
+ *             extends granted)
  * @failed: out: failed cmpxchg attempts summed over the loop; NEW_PUT:
  *          children whose final put was not this loop's (another
- *          thread's upgrade still held them)
+ *          thread's upgrade still held them); TXN_START_STOP: starts
+ *          refused (-EAGAIN, locked for commit); TXN_EXTEND: extends and
+ *          starts refused (-ENOSPC, -EAGAIN). Every iteration is either
+ *          completed or failed for the TXN ops.
  * @delta: out: RMW ops: the sum over the loop of (new - old) as each op
  *         reported it. Each store replaces exactly the value it reports as
  *         old, so over all threads the deltas add up to the variable's
@@ -363,7 +432,8 @@ struct lp_rmw {
  * The loop runs in the caller's context, calls cond_resched() and stops
  * early on a fatal signal (the task is dying; it never sees the result).
  * Errors: -EFAULT, -EINVAL (reserved, unknown op, RMW operand above
- * LP_RMW_VALUE_MAX), -EBADF, -EOPNOTSUPP, -E2BIG, -ENOMEM.
+ * LP_RMW_VALUE_MAX, TXN_EXTEND value 0 or above LP_TXN_CREDITS_MAX),
+ * -EBADF, -EOPNOTSUPP, -E2BIG, -ENOMEM.
  */
 struct lp_run {
 	__u32 op;
@@ -378,6 +448,149 @@ struct lp_run {
 	__u32 reserved[1];	/* one element, not a flexible array */
 };
 
+/**
+ * struct lp_txn_configure - the transaction's flavor and credit limit
+ *			     (LP_IOC_TXN_CONFIGURE)
+ * @flavor: in: an enum lp_txn_flavor value
+ * @max_credits: in: j_max_transaction_buffers, 1..LP_TXN_CREDITS_MAX
+ * @reserved: must be zero
+ *
+ * Allowed while no handle is running in the transaction.
+ * Errors: -EFAULT, -EINVAL (reserved, unknown flavor, credits out of
+ * range), -EOPNOTSUPP (flavor not implemented), -EBUSY (handles running).
+ */
+struct lp_txn_configure {
+	__u32 flavor;
+	__u32 max_credits;
+	__u64 reserved[3];
+};
+
+/**
+ * struct lp_txn_start - start a handle (LP_IOC_TXN_START)
+ * @tid: out: the transaction the handle runs in
+ * @handle: out: the new transaction handle (one of t_updates)
+ * @reserved: must be zero
+ *
+ * jbd2's start_this_handle(): under the shared j_state_lock, refuses a
+ * transaction locked for commit, else counts the handle in t_updates.
+ * A transaction handle is owned by the file like a gadget handle, in a
+ * table of its own (its own numbering, its own LP_MAX_HANDLES limit:
+ * gadget ioctls answer -EBADF for it and the TXN ones for a gadget's);
+ * close() stops every handle still running. It starts with no credits.
+ * Errors: -EFAULT, -EINVAL, -EAGAIN (locked for commit), -ENOSPC,
+ * -ENOMEM.
+ */
+struct lp_txn_start {
+	__u64 tid;
+	__u32 handle;
+	__u32 reserved[5];
+};
+
+/**
+ * struct lp_txn_stop - stop a handle (LP_IOC_TXN_STOP)
+ * @handle: in: a transaction handle held by this file; consumed
+ * @credits: out: the credits the handle gave back
+ * @reserved: must be zero
+ *
+ * jbd2's stop_this_handle(): gives the handle's credits back, then
+ * atomic_dec_and_test(t_updates) and, on zero, wakes the committer with
+ * no lock held (both flavors: jbd2 took no lock here before the patch
+ * either).
+ * Errors: -EFAULT, -EINVAL, -EBADF.
+ */
+struct lp_txn_stop {
+	__u32 handle;
+	__u32 credits;
+	__u64 reserved[3];
+};
+
+/**
+ * struct lp_txn_extend - ask for more credits (LP_IOC_TXN_EXTEND)
+ * @handle: in: a transaction handle held by this file
+ * @nblocks: in: credits wanted, 1..LP_TXN_CREDITS_MAX
+ * @credits: out: t_outstanding_credits with this request added, as the
+ *	     op saw it (other handles' requests in flight included)
+ * @granted: out: the handle's credits now
+ * @reserved: must be zero
+ *
+ * jbd2_journal_extend(). On -ENOSPC and -EAGAIN nothing was granted.
+ * Errors: -EFAULT, -EINVAL, -EBADF, -EAGAIN (locked for commit), -ENOSPC
+ * (the credits granted would exceed max_credits).
+ */
+struct lp_txn_extend {
+	__u32 handle;
+	__u32 nblocks;
+	__u32 credits;
+	__u32 granted;
+	__u64 reserved[2];
+};
+
+/**
+ * struct lp_txn_commit - lock, drain and replace the transaction
+ *			  (LP_IOC_TXN_COMMIT)
+ * @timeout_ms: in: the longest the drain may sleep in all, at most
+ *		LP_TXN_TIMEOUT_MAX_MS; 0 fails at once if a handle runs
+ * @slept: out: times the drain slept (schedule()) before t_updates was 0
+ * @tid: out: the transaction committed (the next one is @tid + 1)
+ * @updates: out: t_updates when the transaction was locked
+ * @credits: out: t_outstanding_credits when it was locked, read under the
+ *	     exclusive j_state_lock: exactly the credits granted, never
+ *	     above max_credits
+ * @wait_ns: out: time from locking to the end of the drain
+ * @reserved: must be zero
+ *
+ * Takes j_state_lock exclusive, marks the transaction locked for commit,
+ * then jbd2_journal_wait_updates()'s loop: prepare_to_wait(), check
+ * t_updates, drop the lock, sleep, retake it, finish_wait(). A wakeup
+ * cannot be lost, so a sleep that runs out is an error, not a delay: when
+ * the timeout expires COMMIT unlocks the transaction, changes nothing and
+ * answers -ETIMEDOUT, even if t_updates has reached zero by then. Commits
+ * of one arena are serialized. Cannot be undone: the argument is written
+ * back first, as PUT's is.
+ * Errors: -EFAULT, -EINVAL (reserved, timeout above the maximum),
+ * -ETIMEDOUT.
+ */
+struct lp_txn_commit {
+	__u32 timeout_ms;
+	__u32 slept;
+	__u64 tid;
+	__u32 updates;
+	__u32 credits;
+	__u64 wait_ns;
+	__u64 reserved[2];
+};
+
+/**
+ * struct lp_txn_stat - the arena's transaction (LP_IOC_TXN_STAT)
+ * @flavor: out: enum lp_txn_flavor
+ * @state: out: enum lp_txn_state
+ * @tid: out: the current transaction's id (0 for the first)
+ * @updates: out: t_updates
+ * @credits: out: t_outstanding_credits, read under the exclusive
+ *	     j_state_lock (so no EXTEND is half done)
+ * @max_credits: out: the credit limit
+ * @handles: out: transaction handles held by this file
+ * @committed: out: COMMITs that succeeded
+ * @late_starts: out: STARTs that counted a handle in a transaction whose
+ *		 tid had changed since they checked its state (a handle
+ *		 counted after the drain saw zero); 0 unless START is broken
+ * @reserved: must be zero
+ *
+ * Errors: -EFAULT, -EINVAL.
+ */
+struct lp_txn_stat {
+	__u32 flavor;
+	__u32 state;
+	__u64 tid;
+	__u32 updates;
+	__u32 credits;
+	__u32 max_credits;
+	__u32 handles;
+	__u64 committed;
+	__u64 late_starts;
+	__u64 reserved[2];
+};
+
 #define LP_IOC_IDENTIFY		_IOWR(LP_IOC_MAGIC, 0x00, struct lp_identify)
 #define LP_IOC_CONFIGURE	_IOWR(LP_IOC_MAGIC, 0x01, struct lp_configure)
 #define LP_IOC_NEW		_IOWR(LP_IOC_MAGIC, 0x02, struct lp_new)
@@ -389,5 +602,11 @@ struct lp_run {
 #define LP_IOC_ARENA_STAT	_IOWR(LP_IOC_MAGIC, 0x08, struct lp_arena_stat)
 #define LP_IOC_RMW		_IOWR(LP_IOC_MAGIC, 0x09, struct lp_rmw)
 #define LP_IOC_RUN		_IOWR(LP_IOC_MAGIC, 0x0a, struct lp_run)
+#define LP_IOC_TXN_CONFIGURE	_IOWR(LP_IOC_MAGIC, 0x0b, struct lp_txn_configure)
+#define LP_IOC_TXN_START	_IOWR(LP_IOC_MAGIC, 0x0c, struct lp_txn_start)
+#define LP_IOC_TXN_STOP		_IOWR(LP_IOC_MAGIC, 0x0d, struct lp_txn_stop)
+#define LP_IOC_TXN_EXTEND	_IOWR(LP_IOC_MAGIC, 0x0e, struct lp_txn_extend)
+#define LP_IOC_TXN_COMMIT	_IOWR(LP_IOC_MAGIC, 0x0f, struct lp_txn_commit)
+#define LP_IOC_TXN_STAT		_IOWR(LP_IOC_MAGIC, 0x10, struct lp_txn_stat)
 
 #endif /* _UAPI_LOCKLESS_PARITY_H */
