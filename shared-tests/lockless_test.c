@@ -58,6 +58,9 @@
  *   storm_ioctls  ioctl get/put pairs per thread in a storm
  *   storm_run     in-kernel get/put pairs per thread in a storm
  *   rmw_run       in-kernel RMW ops per thread in the contention tests
+ *   txn_commits   COMMITs racing handle starts and stops in the drain
+ *                 test (and 16 times as many watcher reads in the extend
+ *                 test, every 16th a COMMIT)
  *
  * LP_RACE_PUTS=N and LP_CHAIN_DEPTH=N override one size of the preset.
  */
@@ -69,11 +72,12 @@ struct lp_sizes {
 	unsigned long long storm_ioctls;
 	unsigned long long storm_run;
 	unsigned long long rmw_run;
+	unsigned long long txn_commits;
 };
 
 static const struct lp_sizes lp_presets[] = {
-	{ "quick", 10000, 10000, 1000, 300, 20000, 50000 },
-	{ "full", 100000, 100000, 3000, 1000, 50000, 100000 },
+	{ "quick", 10000, 10000, 1000, 300, 20000, 50000, 300 },
+	{ "full", 100000, 100000, 3000, 1000, 50000, 100000, 3000 },
 };
 
 static struct lp_sizes sizes;
@@ -104,9 +108,10 @@ static void __attribute__((constructor)) read_sizes(void)
 		sizes.chain_depth = 2;
 	printf("# sizes: preset=%s chain_depth=%llu race_puts=%llu",
 	       sizes.preset, sizes.chain_depth, sizes.race_puts);
-	printf(" race_children=%llu storm_ioctls=%llu storm_run=%llu rmw_run=%llu\n",
+	printf(" race_children=%llu storm_ioctls=%llu storm_run=%llu rmw_run=%llu",
 	       sizes.race_children, sizes.storm_ioctls, sizes.storm_run,
 	       sizes.rmw_run);
+	printf(" txn_commits=%llu\n", sizes.txn_commits);
 	fflush(stdout);
 }
 
@@ -1765,7 +1770,7 @@ TEST_F(flavor, parent_outlives_children_and_goes_with_the_last)
 TEST_F(flavor, lookup_finds_live_child_and_enoent_once_released)
 {
 	struct lp_stat st;
-	__u32 root, child, h;
+	__u32 root, child, h = 0;
 	__u64 cid;
 
 	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &root, NULL));
@@ -1790,7 +1795,7 @@ TEST_F(flavor, lookup_finds_live_child_and_enoent_once_released)
 TEST_F(flavor, tryget_succeeds_on_live_and_enoent_once_released)
 {
 	struct lp_stat st;
-	__u32 root, child, h;
+	__u32 root, child, h = 0;
 	__u64 rid, cid;
 
 	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &root, &rid));
@@ -2164,6 +2169,931 @@ TEST_F_TIMEOUT(flavor, kernel_lookups_and_trygets_race_final_puts,
 	       (unsigned long long)sh.won, (unsigned long long)sh.tries);
 	TH_LOG("%llu final puts done by a racer",
 	       (unsigned long long)sh.by_racers);
+}
+
+/* ---- the transaction: jbd2's drain and extend, per txn flavor ---------- */
+
+static int lp_txn_configure(int fd, __u32 flavor, __u32 max_credits)
+{
+	struct lp_txn_configure c = {
+		.flavor = flavor, .max_credits = max_credits,
+	};
+
+	return lp_call(fd, LP_IOC_TXN_CONFIGURE, &c);
+}
+
+static int lp_txn_start(int fd, __u32 *handle, __u64 *tid)
+{
+	struct lp_txn_start s = { 0 };
+	int ret = lp_call(fd, LP_IOC_TXN_START, &s);
+
+	if (!ret) {
+		*handle = s.handle;
+		if (tid)
+			*tid = s.tid;
+	}
+	return ret;
+}
+
+/* Returns the credits given back (>= 0) or -errno. */
+static int lp_txn_stop(int fd, __u32 handle)
+{
+	struct lp_txn_stop s = { .handle = handle };
+	int ret = lp_call(fd, LP_IOC_TXN_STOP, &s);
+
+	return ret ? ret : (int)s.credits;
+}
+
+static int lp_txn_extend(int fd, __u32 handle, __u32 nblocks,
+			 struct lp_txn_extend *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->handle = handle;
+	e->nblocks = nblocks;
+	return lp_call(fd, LP_IOC_TXN_EXTEND, e);
+}
+
+static int lp_txn_commit(int fd, __u32 timeout_ms, struct lp_txn_commit *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->timeout_ms = timeout_ms;
+	return lp_call(fd, LP_IOC_TXN_COMMIT, c);
+}
+
+static int lp_txn_stat(int fd, struct lp_txn_stat *s)
+{
+	memset(s, 0, sizeof(*s));
+	return lp_call(fd, LP_IOC_TXN_STAT, s);
+}
+
+FIXTURE(txn)
+{
+	int fd;
+	struct lp_identify id;
+};
+
+FIXTURE_VARIANT(txn)
+{
+	const char *path;
+	const char *module;
+	__u32 flavor;		/* enum lp_txn_flavor */
+};
+
+FIXTURE_VARIANT_ADD(txn, c_locked)
+{
+	.path = LP_DEV_C,
+	.module = "lockless_c",
+	.flavor = LP_TXN_LOCKED,
+};
+
+FIXTURE_VARIANT_ADD(txn, c_atomic)
+{
+	.path = LP_DEV_C,
+	.module = "lockless_c",
+	.flavor = LP_TXN_ATOMIC,
+};
+
+FIXTURE_VARIANT_ADD(txn, rust_locked)
+{
+	.path = LP_DEV_RUST,
+	.module = "lockless_rust",
+	.flavor = LP_TXN_LOCKED,
+};
+
+FIXTURE_VARIANT_ADD(txn, rust_atomic)
+{
+	.path = LP_DEV_RUST,
+	.module = "lockless_rust",
+	.flavor = LP_TXN_ATOMIC,
+};
+
+/* Both modules implement the transaction: a missing flavor or op fails. */
+FIXTURE_SETUP(txn)
+{
+	__u64 ops = 1ull << LP_OP_TXN_START_STOP | 1ull << LP_OP_TXN_EXTEND;
+
+	self->fd = open(variant->path, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, self->fd) TH_LOG("open %s: %s (is %s.ko loaded?)",
+				      variant->path, strerror(errno),
+				      variant->module);
+	ASSERT_EQ(0, lp_identify(self->fd, &self->id));
+	ASSERT_NE(0, self->id.txn_flavors & 1u << variant->flavor)
+		TH_LOG("%s must implement %s", variant->module,
+		       txn_flavor_names[variant->flavor]);
+	ASSERT_EQ(ops, self->id.ops & ops)
+		TH_LOG("%s must implement the TXN RUN ops", variant->module);
+	ASSERT_EQ(0, lp_txn_configure(self->fd, variant->flavor,
+				      LP_TXN_CREDITS_DEFAULT));
+}
+
+FIXTURE_TEARDOWN(txn)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+	expect_module_clean(_metadata, variant->path);
+}
+
+/* A handle can start, extend and stop, and the transaction commits. */
+static int txn_still_works(int fd)
+{
+	struct lp_txn_extend e;
+	struct lp_txn_commit c;
+	__u32 h;
+	int ret = lp_txn_start(fd, &h, NULL);
+
+	if (ret)
+		return ret;
+	ret = lp_txn_extend(fd, h, 1, &e);
+	if (lp_txn_stop(fd, h) != (ret ? 0 : 1))
+		return -1000;
+	return ret ? ret : lp_txn_commit(fd, 1000, &c);
+}
+
+TEST_F(txn, handle_life_is_seen_through_txn_stat)
+{
+	struct lp_txn_extend e;
+	struct lp_txn_commit c;
+	struct lp_txn_stat s;
+	__u32 h, h2;
+	__u64 tid;
+
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(variant->flavor, s.flavor);
+	EXPECT_EQ(LP_TXN_RUNNING, s.state);
+	EXPECT_EQ(0, s.tid);
+	EXPECT_EQ(0, s.updates);
+	EXPECT_EQ(0, s.credits);
+	EXPECT_EQ(LP_TXN_CREDITS_DEFAULT, s.max_credits);
+	EXPECT_EQ(0, s.handles);
+	EXPECT_EQ(0, s.committed);
+
+	ASSERT_EQ(0, lp_txn_start(self->fd, &h, &tid));
+	EXPECT_NE(0, h);
+	EXPECT_EQ(0, tid);
+	ASSERT_EQ(0, lp_txn_start(self->fd, &h2, NULL));
+	EXPECT_NE(h, h2);
+	ASSERT_EQ(0, lp_txn_extend(self->fd, h, 10, &e));
+	EXPECT_EQ(10, e.credits);
+	EXPECT_EQ(10, e.granted);
+	ASSERT_EQ(0, lp_txn_extend(self->fd, h2, 5, &e));
+	EXPECT_EQ(15, e.credits);
+	EXPECT_EQ(5, e.granted);
+	ASSERT_EQ(0, lp_txn_extend(self->fd, h, 1, &e));
+	EXPECT_EQ(16, e.credits);
+	EXPECT_EQ(11, e.granted);
+	/* One credit more than the limit: refused, nothing granted. */
+	EXPECT_EQ(-ENOSPC, lp_txn_extend(self->fd, h,
+					 LP_TXN_CREDITS_DEFAULT - 15, &e));
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(2, s.updates);
+	EXPECT_EQ(16, s.credits);
+	EXPECT_EQ(2, s.handles);
+	/* Exactly up to the limit: granted. */
+	ASSERT_EQ(0, lp_txn_extend(self->fd, h2, LP_TXN_CREDITS_DEFAULT - 16,
+				   &e));
+	EXPECT_EQ(LP_TXN_CREDITS_DEFAULT, e.credits);
+
+	EXPECT_EQ(11, lp_txn_stop(self->fd, h));
+	EXPECT_EQ(LP_TXN_CREDITS_DEFAULT - 11, lp_txn_stop(self->fd, h2));
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(0, s.updates);
+	EXPECT_EQ(0, s.credits);
+	EXPECT_EQ(0, s.handles);
+
+	ASSERT_EQ(0, lp_txn_commit(self->fd, 1000, &c));
+	EXPECT_EQ(0, c.tid);
+	EXPECT_EQ(0, c.updates);
+	EXPECT_EQ(0, c.credits);
+	EXPECT_EQ(0, c.slept);
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(1, s.tid);
+	EXPECT_EQ(1, s.committed);
+	EXPECT_EQ(LP_TXN_RUNNING, s.state);
+	EXPECT_EQ(0, s.late_starts);
+	ASSERT_EQ(0, lp_txn_start(self->fd, &h, &tid));
+	EXPECT_EQ(1, tid);
+	EXPECT_EQ(0, lp_txn_stop(self->fd, h));
+}
+
+struct txn_stopper {
+	int fd;
+	__u32 handle;
+	unsigned int delay_ms;
+	int ret;
+};
+
+static void *txn_stop_later(void *arg)
+{
+	struct txn_stopper *s = arg;
+
+	usleep(s->delay_ms * 1000);
+	s->ret = lp_txn_stop(s->fd, s->handle);
+	return NULL;
+}
+
+/*
+ * COMMIT waits for the running handle and wakes on its STOP; with the
+ * handle still running when the timeout runs out, it fails -ETIMEDOUT
+ * and leaves the transaction as it found it.
+ */
+TEST_F_TIMEOUT(txn, commit_drains_running_handles_or_times_out,
+	       LP_SLOW_TIMEOUT)
+{
+	struct txn_stopper st = { .fd = self->fd, .delay_ms = 300 };
+	struct lp_txn_commit c;
+	struct lp_txn_stat s;
+	pthread_t t;
+	double t0;
+	__u32 h;
+
+	ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
+	EXPECT_EQ(-ETIMEDOUT, lp_txn_commit(self->fd, 0, &c));
+	t0 = now_s();
+	EXPECT_EQ(-ETIMEDOUT, lp_txn_commit(self->fd, 100, &c));
+	EXPECT_LE(0.09, now_s() - t0);
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(LP_TXN_RUNNING, s.state);
+	EXPECT_EQ(0, s.tid);
+	EXPECT_EQ(0, s.committed);
+	EXPECT_EQ(1, s.updates);
+	ASSERT_EQ(0, txn_still_works(self->fd) == -ETIMEDOUT ? 0 : -1);
+
+	/* The handle stops 300 ms into a 10 s drain: COMMIT wakes on it. */
+	st.handle = h;
+	ASSERT_EQ(0, pthread_create(&t, NULL, txn_stop_later, &st));
+	t0 = now_s();
+	EXPECT_EQ(0, lp_txn_commit(self->fd, LP_TXN_TIMEOUT_MAX_MS, &c));
+	EXPECT_GT(5.0, now_s() - t0) TH_LOG("the STOP did not wake COMMIT");
+	pthread_join(t, NULL);
+	EXPECT_EQ(0, st.ret);
+	EXPECT_EQ(0, c.tid);
+	EXPECT_EQ(1, c.updates);
+	EXPECT_LE(1, c.slept);
+	EXPECT_LE(100000000ull, c.wait_ns);
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(1, s.tid);
+	EXPECT_EQ(1, s.committed);
+	EXPECT_EQ(0, s.updates);
+	ASSERT_EQ(0, txn_still_works(self->fd));
+}
+
+struct txn_committer {
+	int fd;
+	int ret;
+	struct lp_txn_commit c;
+};
+
+static void *txn_commit_thread(void *arg)
+{
+	struct txn_committer *k = arg;
+
+	k->ret = lp_txn_commit(k->fd, LP_TXN_TIMEOUT_MAX_MS, &k->c);
+	return NULL;
+}
+
+/*
+ * While COMMIT drains, the transaction is locked: START and EXTEND get
+ * -EAGAIN (nothing granted), TXN_CONFIGURE -EBUSY; the last STOP lets
+ * the commit end and the next transaction starts handles again.
+ */
+TEST_F_TIMEOUT(txn, locked_for_commit_refuses_start_and_extend,
+	       LP_SLOW_TIMEOUT)
+{
+	struct txn_committer k = { .fd = self->fd };
+	struct lp_txn_extend e;
+	struct lp_txn_stat s;
+	pthread_t t;
+	__u32 h, h2;
+	__u64 tid;
+	int i;
+
+	ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
+	ASSERT_EQ(0, lp_txn_extend(self->fd, h, 3, &e));
+	ASSERT_EQ(0, pthread_create(&t, NULL, txn_commit_thread, &k));
+	for (i = 0; i < 5000; i++) {
+		ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+		if (s.state == LP_TXN_LOCKED_FOR_COMMIT)
+			break;
+		usleep(1000);
+	}
+	ASSERT_EQ(LP_TXN_LOCKED_FOR_COMMIT, s.state) {
+		lp_txn_stop(self->fd, h);
+		pthread_join(t, NULL);
+	}
+	EXPECT_EQ(-EAGAIN, lp_txn_start(self->fd, &h2, NULL));
+	EXPECT_EQ(-EAGAIN, lp_txn_extend(self->fd, h, 1, &e));
+	EXPECT_EQ(-EBUSY, lp_txn_configure(self->fd, variant->flavor, 10));
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(1, s.updates);
+	EXPECT_EQ(3, s.credits);
+	EXPECT_EQ(1, s.handles);
+	EXPECT_EQ(3, lp_txn_stop(self->fd, h));
+	pthread_join(t, NULL);
+	EXPECT_EQ(0, k.ret);
+	EXPECT_EQ(1, k.c.updates);
+	EXPECT_EQ(3, k.c.credits);
+	ASSERT_EQ(0, lp_txn_start(self->fd, &h2, &tid));
+	EXPECT_EQ(1, tid);
+	EXPECT_EQ(0, lp_txn_stop(self->fd, h2));
+	EXPECT_EQ(0, lp_txn_configure(self->fd, variant->flavor, 10));
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(10, s.max_credits);
+	ASSERT_EQ(0, txn_still_works(self->fd));
+}
+
+/* Every TXN error of the contract, and the transaction still works. */
+TEST_F(txn, bad_txn_input_gets_the_documented_errno)
+{
+	struct lp_txn_configure cf;
+	struct lp_txn_start sa;
+	struct lp_txn_stop so;
+	struct lp_txn_extend e;
+	struct lp_txn_commit c;
+	struct lp_txn_stat s;
+	struct lp_run run;
+	__u32 h, g;
+
+	/* -EFAULT: bad user pointer, for every TXN ioctl. */
+	EXPECT_EQ(-EFAULT, lp_call(self->fd, LP_IOC_TXN_CONFIGURE, NULL));
+	EXPECT_EQ(-EFAULT, lp_call(self->fd, LP_IOC_TXN_START, NULL));
+	EXPECT_EQ(-EFAULT, lp_call(self->fd, LP_IOC_TXN_STOP, NULL));
+	EXPECT_EQ(-EFAULT, lp_call(self->fd, LP_IOC_TXN_EXTEND, NULL));
+	EXPECT_EQ(-EFAULT, lp_call(self->fd, LP_IOC_TXN_COMMIT, NULL));
+	EXPECT_EQ(-EFAULT, lp_call(self->fd, LP_IOC_TXN_STAT, (void *)8));
+	ASSERT_EQ(0, txn_still_works(self->fd));
+
+	/* -EINVAL: a non-zero reserved field, for every TXN ioctl. */
+	memset(&cf, 0, sizeof(cf));
+	cf.max_credits = 10;
+	cf.reserved[2] = 1;
+	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_TXN_CONFIGURE, &cf));
+	memset(&sa, 0, sizeof(sa));
+	sa.reserved[4] = 1;
+	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_TXN_START, &sa));
+	memset(&so, 0, sizeof(so));
+	so.reserved[0] = 1;
+	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_TXN_STOP, &so));
+	memset(&e, 0, sizeof(e));
+	e.nblocks = 1;
+	e.reserved[1] = 1;
+	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_TXN_EXTEND, &e));
+	memset(&c, 0, sizeof(c));
+	c.reserved[0] = 1;
+	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_TXN_COMMIT, &c));
+	memset(&s, 0, sizeof(s));
+	s.reserved[1] = 1;
+	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_TXN_STAT, &s));
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(0, s.handles) TH_LOG("a START with bad input started");
+	ASSERT_EQ(0, txn_still_works(self->fd));
+
+	/* -EINVAL: unknown flavor, credits and timeouts out of range. */
+	EXPECT_EQ(-EINVAL, lp_txn_configure(self->fd, LP_TXN_FLAVOR_COUNT, 10));
+	EXPECT_EQ(-EINVAL, lp_txn_configure(self->fd, variant->flavor, 0));
+	EXPECT_EQ(-EINVAL, lp_txn_configure(self->fd, variant->flavor,
+					    LP_TXN_CREDITS_MAX + 1));
+	ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
+	EXPECT_EQ(-EINVAL, lp_txn_extend(self->fd, h, 0, &e));
+	EXPECT_EQ(-EINVAL, lp_txn_extend(self->fd, h, LP_TXN_CREDITS_MAX + 1,
+					 &e));
+	EXPECT_EQ(-EINVAL, lp_txn_commit(self->fd, LP_TXN_TIMEOUT_MAX_MS + 1,
+					 &c));
+	EXPECT_EQ(-EINVAL, lp_run(self->fd, LP_OP_TXN_EXTEND, 0, 1, 0, &run));
+	EXPECT_EQ(-EINVAL, lp_run(self->fd, LP_OP_TXN_EXTEND, 0, 1,
+				  LP_TXN_CREDITS_MAX + 1, &run));
+	/* -EBUSY: TXN_CONFIGURE with a handle running. */
+	EXPECT_EQ(-EBUSY, lp_txn_configure(self->fd, variant->flavor, 10));
+	EXPECT_EQ(0, lp_txn_stop(self->fd, h));
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(variant->flavor, s.flavor);
+	EXPECT_EQ(LP_TXN_CREDITS_DEFAULT, s.max_credits);
+	ASSERT_EQ(0, txn_still_works(self->fd));
+
+	/*
+	 * -EBADF: handle 0, one never given, one already stopped, and a
+	 * gadget handle (the tables are apart, in both directions).
+	 */
+	EXPECT_EQ(-EBADF, lp_txn_stop(self->fd, 0));
+	EXPECT_EQ(-EBADF, lp_txn_stop(self->fd, 12345));
+	EXPECT_EQ(-EBADF, lp_txn_extend(self->fd, 12345, 1, &e));
+	ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
+	EXPECT_EQ(0, lp_txn_stop(self->fd, h));
+	EXPECT_EQ(-EBADF, lp_txn_stop(self->fd, h));
+	EXPECT_EQ(-EBADF, lp_txn_extend(self->fd, h, 1, &e));
+	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &g, NULL));
+	ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
+	if (g != h) {
+		EXPECT_EQ(-EBADF, lp_txn_stop(self->fd, g));
+		EXPECT_EQ(-EBADF, lp_put(self->fd, h));
+	}
+	EXPECT_EQ(0, lp_txn_stop(self->fd, h));
+	EXPECT_EQ(1, lp_put(self->fd, g));
+	ASSERT_EQ(0, txn_still_works(self->fd));
+
+	/* -ENOSPC: over the credit limit (a fresh handle, so it can stop). */
+	ASSERT_EQ(0, lp_txn_configure(self->fd, variant->flavor, 10));
+	ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
+	EXPECT_EQ(-ENOSPC, lp_txn_extend(self->fd, h, 11, &e));
+	EXPECT_EQ(0, lp_txn_stop(self->fd, h));
+	ASSERT_EQ(0, txn_still_works(self->fd));
+}
+
+/* A full transaction-handle table answers -ENOSPC; close() stops all. */
+TEST_F_TIMEOUT(txn, full_txn_handle_table_is_enospc, LP_SLOW_TIMEOUT)
+{
+	struct lp_txn_extend e;
+	struct lp_txn_stat s;
+	__u32 h, last = 0;
+	int i;
+
+	for (i = 0; i < LP_MAX_HANDLES; i++) {
+		ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL)) TH_LOG("start %d", i);
+		last = h;
+	}
+	EXPECT_EQ(-ENOSPC, lp_txn_start(self->fd, &h, NULL));
+	ASSERT_EQ(0, lp_txn_extend(self->fd, last, 7, &e));
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(LP_MAX_HANDLES, s.handles);
+	EXPECT_EQ(LP_MAX_HANDLES, s.updates);
+	EXPECT_EQ(7, s.credits);
+	/* One stop frees one slot. */
+	EXPECT_EQ(7, lp_txn_stop(self->fd, last));
+	ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
+	/* The teardown checks that close() stopped and freed them all. */
+}
+
+/* A TXN ioctl whose argument cannot be written back changed nothing. */
+TEST_F(txn, failed_txn_copy_out_changes_nothing)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	struct lp_txn_stat before, after;
+	struct lp_txn_extend e;
+	__u32 h;
+	char *ro;
+
+	ro = mmap(NULL, page, PROT_READ | PROT_WRITE,
+		  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, ro);
+
+#define RO_CALL(cmd, type, ...) ({					\
+	memset(ro, 0, page);						\
+	*(type *)ro = (type){ __VA_ARGS__ };				\
+	mprotect(ro, page, PROT_READ) ? -1000 :				\
+		({ int _r = lp_call(self->fd, cmd, ro);			\
+		   mprotect(ro, page, PROT_READ | PROT_WRITE); _r; });	\
+})
+#define EXPECT_TXN_UNCHANGED(what) do {					\
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &after));			\
+	EXPECT_EQ(0, memcmp(&before, &after, sizeof(before)))		\
+		TH_LOG("%s changed the transaction", what);		\
+} while (0)
+
+	ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
+	ASSERT_EQ(0, lp_txn_extend(self->fd, h, 4, &e));
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &before));
+	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_TXN_START, struct lp_txn_start));
+	EXPECT_TXN_UNCHANGED("START");
+	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_TXN_EXTEND, struct lp_txn_extend,
+				   .handle = h, .nblocks = 2));
+	EXPECT_TXN_UNCHANGED("EXTEND");
+	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_TXN_STOP, struct lp_txn_stop,
+				   .handle = h));
+	EXPECT_TXN_UNCHANGED("STOP");
+	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_TXN_COMMIT, struct lp_txn_commit,
+				   .timeout_ms = 0));
+	EXPECT_TXN_UNCHANGED("COMMIT");
+	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_RUN, struct lp_run,
+				   .op = LP_OP_TXN_START_STOP,
+				   .iterations = 10));
+	EXPECT_EQ(4, lp_txn_stop(self->fd, h));
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &before));
+	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_TXN_COMMIT, struct lp_txn_commit,
+				   .timeout_ms = 0));
+	EXPECT_TXN_UNCHANGED("COMMIT of an idle transaction");
+	/* CONFIGURE writes nothing back: a read-only argument is no error. */
+	EXPECT_EQ(0, RO_CALL(LP_IOC_TXN_CONFIGURE, struct lp_txn_configure,
+			     .flavor = variant->flavor, .max_credits = 1));
+#undef EXPECT_TXN_UNCHANGED
+#undef RO_CALL
+	EXPECT_EQ(0, munmap(ro, page));
+	ASSERT_EQ(0, txn_still_works(self->fd));
+}
+
+/*
+ * The drain race: starters start and stop handles (in-kernel loops, and
+ * one thread through the ioctls, whose handles span three syscalls) while
+ * a committer commits again and again. A lost wakeup leaves a COMMIT
+ * asleep with t_updates == 0 until its 10 s timeout: -ETIMEDOUT.
+ */
+struct txn_drain_race {
+	int fd;
+	int done;		/* __atomic: set by the committer */
+	unsigned long long commits, slept, waited, refused, started;
+	unsigned long long ioctl_handles;
+	int err;		/* first unexpected errno of a starter */
+};
+
+static void txn_race_error(struct txn_drain_race *sh, int err)
+{
+	int zero = 0;
+
+	__atomic_compare_exchange_n(&sh->err, &zero, err, false,
+				    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+static void *txn_run_starter(void *arg)
+{
+	struct lp_thread *t = arg;
+	struct txn_drain_race *sh = t->shared;
+	struct lp_run run;
+	int ret;
+
+	while (!__atomic_load_n(&sh->done, __ATOMIC_RELAXED)) {
+		ret = lp_run(sh->fd, LP_OP_TXN_START_STOP, 0, LP_RACE_CHUNK, 0,
+			     &run);
+		if (ret) {
+			txn_race_error(sh, ret);
+			break;
+		}
+		if (run.completed + run.failed != LP_RACE_CHUNK)
+			txn_race_error(sh, -ERANGE);
+		__atomic_add_fetch(&sh->started, run.completed,
+				   __ATOMIC_RELAXED);
+		__atomic_add_fetch(&sh->refused, run.failed, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+static void *txn_ioctl_starter(void *arg)
+{
+	struct lp_thread *t = arg;
+	struct txn_drain_race *sh = t->shared;
+	struct lp_txn_extend e;
+	__u32 h;
+	int ret;
+
+	while (!__atomic_load_n(&sh->done, __ATOMIC_RELAXED)) {
+		ret = lp_txn_start(sh->fd, &h, NULL);
+		if (ret == -EAGAIN)
+			continue;
+		if (ret) {
+			txn_race_error(sh, ret);
+			break;
+		}
+		ret = lp_txn_extend(sh->fd, h, 1, &e);
+		if (ret && ret != -EAGAIN)
+			txn_race_error(sh, ret);
+		ret = lp_txn_stop(sh->fd, h);
+		if (ret < 0)
+			txn_race_error(sh, ret);
+		sh->ioctl_handles++;
+	}
+	return NULL;
+}
+
+static void *txn_committer(void *arg)
+{
+	struct lp_thread *t = arg;
+	struct txn_drain_race *sh = t->shared;
+	struct lp_txn_commit c;
+	unsigned long long i;
+	int ret;
+
+	for (i = 0; i < sizes.txn_commits; i++) {
+		ret = lp_txn_commit(sh->fd, LP_TXN_TIMEOUT_MAX_MS, &c);
+		if (ret) {
+			txn_race_error(sh, ret);
+			break;
+		}
+		sh->commits++;
+		sh->slept += c.slept;
+		sh->waited += c.updates != 0;
+	}
+	__atomic_store_n(&sh->done, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static void *txn_drain_thread(void *arg)
+{
+	struct lp_thread *t = arg;
+	int n = nr_cpus() + 1;
+
+	if (t->index == 0)
+		return txn_committer(arg);
+	if (t->index == n - 1)
+		return txn_ioctl_starter(arg);
+	return txn_run_starter(arg);
+}
+
+TEST_F_TIMEOUT(txn, drain_never_loses_a_wakeup, LP_SLOW_TIMEOUT)
+{
+	struct txn_drain_race sh = { .fd = self->fd };
+	struct lp_txn_stat s;
+
+	/* The committer, nr_cpus - 1 in-kernel starters, one ioctl starter. */
+	run_threads(nr_cpus() + 1, txn_drain_thread, &sh);
+	EXPECT_EQ(0, sh.err) TH_LOG("first error: %s", strerror(-sh.err));
+	EXPECT_EQ(sizes.txn_commits, sh.commits)
+		TH_LOG("a COMMIT failed: a lost wakeup times out");
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(sh.commits, s.committed);
+	EXPECT_EQ(sh.commits, s.tid);
+	EXPECT_EQ(0, s.updates);
+	EXPECT_EQ(0, s.credits);
+	EXPECT_EQ(0, s.late_starts)
+		TH_LOG("handles were counted after the drain saw zero");
+	/* The race happened: commits found handles running and slept. */
+	EXPECT_LT(0, sh.waited);
+	EXPECT_LT(0, sh.slept);
+	EXPECT_LT(0, sh.refused);
+	TH_LOG("%llu commits: %llu found handles running, slept %llu times",
+	       sh.commits, sh.waited, sh.slept);
+	TH_LOG("handles: %llu in kernel loops (%llu refused), %llu by ioctl",
+	       sh.started, sh.refused, sh.ioctl_handles);
+}
+
+/*
+ * The extend race: in-kernel loops extend near the limit and give the
+ * credits back, while a watcher reads the granted sum (TXN_STAT, under
+ * the exclusive j_state_lock) and a committer locks and drains: neither
+ * ever sees more granted than the limit.
+ */
+struct txn_extend_race {
+	int fd;
+	__u32 nblocks, max;
+	int done;		/* __atomic: set by the watcher */
+	unsigned long long granted, refused, reads, over, commits;
+	__u32 most;
+	int err;
+};
+
+static void *txn_extend_thread(void *arg)
+{
+	struct lp_thread *t = arg;
+	struct txn_extend_race *sh = t->shared;
+	struct lp_txn_commit c;
+	struct lp_txn_stat s;
+	struct lp_run run;
+	unsigned long long i;
+	int ret;
+
+	if (t->index == 0) {
+		/* The watcher, and every 16th read a COMMIT. */
+		for (i = 0; i < sizes.txn_commits * 16; i++) {
+			if (i % 16 == 15) {
+				ret = lp_txn_commit(sh->fd,
+						    LP_TXN_TIMEOUT_MAX_MS, &c);
+				if (ret) {
+					sh->err = ret;
+					break;
+				}
+				sh->commits++;
+				s.credits = c.credits;
+			} else {
+				ret = lp_txn_stat(sh->fd, &s);
+				if (ret) {
+					sh->err = ret;
+					break;
+				}
+			}
+			sh->reads++;
+			if (s.credits > sh->max)
+				sh->over++;
+			if (s.credits > sh->most)
+				sh->most = s.credits;
+		}
+		__atomic_store_n(&sh->done, 1, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	while (!__atomic_load_n(&sh->done, __ATOMIC_RELAXED)) {
+		ret = lp_run(sh->fd, LP_OP_TXN_EXTEND, 0, LP_RACE_CHUNK,
+			     sh->nblocks, &run);
+		if (ret) {
+			sh->err = ret;
+			break;
+		}
+		__atomic_add_fetch(&sh->granted, run.completed,
+				   __ATOMIC_RELAXED);
+		__atomic_add_fetch(&sh->refused, run.failed, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+TEST_F_TIMEOUT(txn, extend_never_over_grants, LP_SLOW_TIMEOUT)
+{
+	/* Room for two grants of 4 and not three: every third must wait. */
+	struct txn_extend_race sh = { .fd = self->fd, .nblocks = 4, .max = 10 };
+	struct lp_txn_extend e;
+	struct lp_txn_stat s;
+	__u32 h[3];
+	unsigned int i, sum = 0;
+	int ret;
+
+	ASSERT_EQ(0, lp_txn_configure(self->fd, variant->flavor, sh.max));
+	run_threads(nr_cpus() + 1, txn_extend_thread, &sh);
+	EXPECT_EQ(0, sh.err) TH_LOG("first error: %s", strerror(-sh.err));
+	EXPECT_EQ(0, sh.over) TH_LOG("%llu of %llu reads saw more than %u granted (most %u)",
+				     sh.over, sh.reads, sh.max, sh.most);
+	EXPECT_LT(0, sh.granted);
+	EXPECT_LT(0, sh.refused);
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(0, s.credits) TH_LOG("credits left after every loop ended");
+	EXPECT_EQ(0, s.updates);
+	TH_LOG("%llu extends granted, %llu refused", sh.granted, sh.refused);
+	TH_LOG("%llu reads, %llu commits, most granted seen %u of %u",
+	       sh.reads, sh.commits, sh.most, sh.max);
+
+	/* Through the ioctls: grants add up to the counter, to the limit. */
+	for (i = 0; i < 3; i++)
+		ASSERT_EQ(0, lp_txn_start(self->fd, &h[i], NULL));
+	for (i = 0; ; i = (i + 1) % 3) {
+		ret = lp_txn_extend(self->fd, h[i], 3, &e);
+		if (ret)
+			break;
+		sum += 3;
+		EXPECT_EQ(sum, e.credits);
+	}
+	EXPECT_EQ(-ENOSPC, ret);
+	EXPECT_EQ(9, sum);
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(sum, s.credits);
+	for (i = 0; i < 3; i++)
+		EXPECT_EQ(3, lp_txn_stop(self->fd, h[i]));
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(0, s.credits);
+}
+
+/* The RUN loops complete every iteration and leave nothing behind. */
+TEST_F(txn, run_loops_complete_and_give_everything_back)
+{
+	struct lp_txn_stat s;
+	struct lp_run run;
+
+	ASSERT_EQ(0, lp_run(self->fd, LP_OP_TXN_START_STOP, 0,
+			    LP_RUN_ITERATIONS, 0, &run));
+	EXPECT_EQ(LP_RUN_ITERATIONS, run.completed);
+	EXPECT_EQ(0, run.failed);
+	ASSERT_EQ(0, lp_run(self->fd, LP_OP_TXN_EXTEND, 0, LP_RUN_ITERATIONS,
+			    LP_TXN_CREDITS_DEFAULT, &run));
+	EXPECT_EQ(LP_RUN_ITERATIONS, run.completed);
+	EXPECT_EQ(0, run.failed);
+	ASSERT_EQ(0, lp_run(self->fd, LP_OP_TXN_EXTEND, 0, 100,
+			    LP_TXN_CREDITS_DEFAULT + 1, &run));
+	EXPECT_EQ(0, run.completed);
+	EXPECT_EQ(100, run.failed);
+	EXPECT_EQ(0, run.delta);
+	EXPECT_EQ(0, run.broken);
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(0, s.updates);
+	EXPECT_EQ(0, s.credits);
+	EXPECT_EQ(0, s.handles);
+	EXPECT_EQ(0, s.late_starts);
+}
+
+/*
+ * Allocation failure: fail-nth (CONFIG_FAILSLAB in the debug kernel) fails
+ * the N-th slab allocation of the calling thread. For N = 1, 2, ... until
+ * the ioctl no longer reaches an N-th allocation, each ioctl that creates
+ * something must either succeed or answer -ENOMEM having changed nothing:
+ * no gadget, handle, child or reference left behind (a NEW that linked
+ * its child before registering it, or counted a handle before the
+ * reservation that failed, shows here).
+ */
+static int write_file(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	int ret;
+
+	if (fd < 0)
+		return -errno;
+	ret = write(fd, s, strlen(s)) < 0 ? -errno : 0;
+	close(fd);
+	return ret;
+}
+
+enum fail_op { FAIL_NEW_ROOT, FAIL_NEW_CHILD, FAIL_GET, FAIL_LOOKUP,
+	       FAIL_TRYGET, FAIL_TXN_START, FAIL_OPS };
+
+static const char * const fail_op_names[FAIL_OPS] = {
+	"NEW of a root", "NEW of a child", "GET", "LOOKUP", "TRYGET",
+	"TXN_START",
+};
+
+/* One ioctl with the @nth allocation failing: its result, or -1000. */
+static int call_failing_nth(int fd, enum fail_op op, __u32 root, __u64 cid,
+			    unsigned int nth, __u32 *h, bool *reached)
+{
+	char buf[16];
+	int ff, ret;
+	ssize_t n;
+
+	ff = open("/proc/thread-self/fail-nth", O_RDWR | O_CLOEXEC);
+	if (ff < 0)
+		return -1000;
+	snprintf(buf, sizeof(buf), "%u", nth);
+	if (write(ff, buf, strlen(buf)) < 0) {
+		close(ff);
+		return -1000;
+	}
+	switch (op) {
+	case FAIL_NEW_ROOT:
+		ret = lp_new(fd, LP_HANDLE_NONE, h, NULL);
+		break;
+	case FAIL_NEW_CHILD:
+		ret = lp_new(fd, root, h, NULL);
+		break;
+	case FAIL_GET:
+		ret = lp_get(fd, root, h);
+		break;
+	case FAIL_LOOKUP:
+		ret = lp_lookup(fd, root, cid, h);
+		break;
+	case FAIL_TRYGET:
+		ret = lp_tryget(fd, cid, h);
+		break;
+	default:
+		ret = lp_txn_start(fd, h, NULL);
+		break;
+	}
+	/* 0: the fault was injected; N > 0: no N-th allocation came. */
+	n = pread(ff, buf, sizeof(buf) - 1, 0);
+	buf[n > 0 ? n : 0] = 0;
+	*reached = n > 0 && atoi(buf) == 0;
+	if (write(ff, "0", 1) < 0)
+		ret = -1000;
+	close(ff);
+	return ret;
+}
+
+TEST_F_TIMEOUT(dev, allocation_failure_changes_nothing, LP_SLOW_TIMEOUT)
+{
+	struct lp_snapshot before;
+	struct lp_stat st, st2;
+	struct lp_txn_stat ts;
+	unsigned int nth, injected;
+	__u32 root, child, h = 0;
+	enum fail_op op;
+	bool reached;
+	__u64 cid;
+	int ret;
+
+	if (lacks(_metadata, &self->id, variant->module, variant->reference,
+		  1u << LP_FLAVOR_KREF_MUTEX, 0))
+		return;
+	/* Fail sleeping allocations too, and quietly (no stack dump). */
+	ASSERT_EQ(0, write_file("/sys/kernel/debug/failslab/ignore-gfp-wait",
+				"N"))
+		TH_LOG("the debug kernel needs CONFIG_FAILSLAB and debugfs");
+	ASSERT_EQ(0, write_file("/sys/kernel/debug/failslab/verbose", "0"));
+	ASSERT_EQ(0, lp_configure(self->fd, LP_FLAVOR_KREF_MUTEX));
+	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &root, NULL));
+	ASSERT_EQ(0, lp_new(self->fd, root, &child, &cid));
+
+	for (op = 0; op < FAIL_OPS; op++) {
+		injected = 0;
+		for (nth = 1; nth < 64; nth++) {
+			ASSERT_EQ(0, lp_snapshot(self->fd, &before));
+			ASSERT_EQ(0, lp_stat(self->fd, root, &st));
+			ret = call_failing_nth(self->fd, op, root, cid, nth, &h,
+					       &reached);
+			ASSERT_NE(-1000, ret) TH_LOG("fail-nth: %s",
+						     strerror(errno));
+			if (!ret) {
+				/* Done, or a failure the ioctl got around. */
+				EXPECT_LE(0, op == FAIL_TXN_START ?
+					     lp_txn_stop(self->fd, h) :
+					     lp_put(self->fd, h));
+				if (!reached)
+					break;
+				continue;
+			}
+			injected++;
+			EXPECT_EQ(-ENOMEM, ret) TH_LOG("%s, allocation %u",
+						       fail_op_names[op], nth);
+			expect_unchanged(_metadata, &before, self->fd,
+					 fail_op_names[op]);
+			ASSERT_EQ(0, lp_stat(self->fd, root, &st2));
+			EXPECT_EQ(st.refcount, st2.refcount)
+				TH_LOG("%s, allocation %u", fail_op_names[op],
+				       nth);
+			EXPECT_EQ(st.children, st2.children)
+				TH_LOG("%s, allocation %u", fail_op_names[op],
+				       nth);
+			ASSERT_EQ(0, lp_txn_stat(self->fd, &ts));
+			EXPECT_EQ(0, ts.updates);
+			EXPECT_EQ(0, ts.handles);
+		}
+		EXPECT_GT(64, nth) TH_LOG("%s still allocating at 64",
+					  fail_op_names[op]);
+		/* Each of them allocates at least its handle's slot. */
+		EXPECT_LT(0, injected) TH_LOG("%s: no allocation failed",
+					      fail_op_names[op]);
+		TH_LOG("%s: %u allocations, each failure -ENOMEM",
+		       fail_op_names[op], injected);
+	}
+	ASSERT_EQ(0, arena_still_works(self->fd));
+	EXPECT_EQ(1, lp_put(self->fd, child));
+	EXPECT_EQ(1, lp_put(self->fd, root));
 }
 
 /* ---- module load/unload needs no open file: its own fixture ------------ */

@@ -86,7 +86,7 @@
  */
 #define LP_RMW_VALUE_MAX	0x7fffffffULL
 /* Largest credit limit and EXTEND size (-EINVAL beyond). */
-#define LP_TXN_CREDITS_MAX	(1U << 20)
+#define LP_TXN_CREDITS_MAX	0x100000U
 /* Credit limit of a new arena's transaction. */
 #define LP_TXN_CREDITS_DEFAULT	1024
 /* Longest COMMIT drain timeout, in milliseconds (-EINVAL beyond). */
