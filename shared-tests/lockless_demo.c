@@ -100,6 +100,12 @@ static const struct lp_row lp_rows[] = {
 	  "atomic_inc", "Atomic<i32>::add(Relaxed)" },
 	{ true, LP_OP_NEW_PUT,
 	  "per flavor (above)", "per flavor (above)" },
+	{ true, LP_OP_TXN_START_STOP,
+	  "read_lock+atomic_inc, dec_and_test+wake_up",
+	  "own RwLock + Atomic add, fetch_sub + own WaitQueue" },
+	{ true, LP_OP_TXN_EXTEND,
+	  "read_lock + atomic_add_return/atomic_sub",
+	  "own RwLock + Atomic::fetch_add/sub(Full)" },
 };
 
 /* Under the flavors: TRYGET is in every flavor's script. */
@@ -126,6 +132,8 @@ static const struct lp_errno_name lp_errno_names[] = {
 	{ ENOSPC, "ENOSPC" },
 	{ ENOMEM, "ENOMEM" },
 	{ EINTR, "EINTR" },
+	{ EAGAIN, "EAGAIN" },
+	{ ETIMEDOUT, "ETIMEDOUT" },
 };
 
 /**
@@ -420,6 +428,83 @@ static void lp_run(struct lp_transcript *t, const char *what, __u32 op,
 			 r.completed, r.failed, r.delta);
 }
 
+static void lp_txn_configure(struct lp_transcript *t, const char *what,
+			     __u32 flavor, __u32 max_credits)
+{
+	struct lp_txn_configure c = {
+		.flavor = flavor, .max_credits = max_credits,
+	};
+
+	lp_rec(t, what, lp_call(t, LP_IOC_TXN_CONFIGURE, &c));
+}
+
+/* START: the handle is named like a gadget handle (the script has none). */
+static __u32 lp_txn_start(struct lp_transcript *t, const char *what)
+{
+	struct lp_txn_start s = { 0 };
+	int ret = lp_call(t, LP_IOC_TXN_START, &s);
+	char *a = lp_rec(t, what, ret);
+	char h[LP_SYM];
+
+	if (ret)
+		return LP_HANDLE_NONE;
+	lp_handle_new(t, s.handle, h, sizeof(h));
+	if (a)
+		snprintf(a, LP_ANSWER, "0 %s tid=%llu", h, s.tid);
+	return s.handle;
+}
+
+static void lp_txn_stop(struct lp_transcript *t, const char *what,
+			__u32 handle)
+{
+	struct lp_txn_stop s = { .handle = handle };
+	int ret = lp_call(t, LP_IOC_TXN_STOP, &s);
+	char *a = lp_rec(t, what, ret);
+
+	if (ret)
+		return;
+	lp_handle_gone(t, handle);
+	if (a)
+		snprintf(a, LP_ANSWER, "0 credits=%u", s.credits);
+}
+
+static void lp_txn_extend(struct lp_transcript *t, const char *what,
+			  __u32 handle, __u32 nblocks)
+{
+	struct lp_txn_extend e = { .handle = handle, .nblocks = nblocks };
+	char *a = lp_rec(t, what, lp_call(t, LP_IOC_TXN_EXTEND, &e));
+
+	if (a)
+		snprintf(a, LP_ANSWER, "0 credits=%u granted=%u", e.credits,
+			 e.granted);
+}
+
+/* COMMIT: never slept or wait_ns, which are times. */
+static void lp_txn_commit(struct lp_transcript *t, const char *what,
+			  __u32 timeout_ms)
+{
+	struct lp_txn_commit c = { .timeout_ms = timeout_ms };
+	char *a = lp_rec(t, what, lp_call(t, LP_IOC_TXN_COMMIT, &c));
+
+	if (a)
+		snprintf(a, LP_ANSWER, "0 tid=%llu updates=%u credits=%u",
+			 c.tid, c.updates, c.credits);
+}
+
+static void lp_txn_stat(struct lp_transcript *t, const char *what)
+{
+	struct lp_txn_stat s = { 0 };
+	char *a = lp_rec(t, what, lp_call(t, LP_IOC_TXN_STAT, &s));
+
+	if (a)
+		snprintf(a, LP_ANSWER,
+			 "0 %s state=%u tid=%llu updates=%u credits=%u/%u handles=%u committed=%llu late=%llu",
+			 s.flavor < LP_TXN_FLAVOR_COUNT ?
+			 txn_flavor_names[s.flavor] : "?",
+			 s.state, s.tid, s.updates, s.credits, s.max_credits,
+			 s.handles, s.committed, s.late_starts);
+}
+
 /* ---- the scripts ------------------------------------------------------- */
 
 /*
@@ -546,6 +631,48 @@ static void lp_script_floor(struct lp_transcript *t, unsigned int op)
 	lp_script_bad_values(t, op, LP_HANDLE_NONE);
 }
 
+/*
+ * A transaction RUN op, in both transaction flavors: a handle's life
+ * through the ioctls and every TXN errno that needs no second thread,
+ * then the RUN loop, which must leave the transaction as it found it.
+ */
+static void lp_script_txn(struct lp_transcript *t, unsigned int op)
+{
+	__u32 h, h2;
+	unsigned int f;
+
+	for (f = 0; f < LP_TXN_FLAVOR_COUNT; f++) {
+		if (!lp_open(t))
+			return;
+		snprintf(t->prefix, sizeof(t->prefix), "%s, ",
+			 txn_flavor_names[f]);
+		lp_txn_configure(t, "TXN_CONFIGURE, 0 credits", f, 0);
+		lp_txn_configure(t, "TXN_CONFIGURE", f, 10);
+		h = lp_txn_start(t, "START");
+		h2 = lp_txn_start(t, "START");
+		lp_txn_extend(t, "EXTEND 4", h, 4);
+		lp_txn_extend(t, "EXTEND 6", h2, 6);
+		lp_txn_extend(t, "EXTEND 1, full", h, 1);
+		lp_txn_extend(t, "EXTEND 0", h, 0);
+		lp_txn_configure(t, "TXN_CONFIGURE, running", f, 20);
+		lp_txn_commit(t, "COMMIT, no wait", 0);
+		lp_txn_stat(t, "TXN_STAT");
+		lp_txn_stop(t, "STOP", h);
+		lp_txn_stop(t, "STOP again", h);
+		lp_txn_stop(t, "STOP", h2);
+		lp_txn_commit(t, "COMMIT", 1000);
+		lp_run(t, "RUN", op, LP_HANDLE_NONE, LP_DEMO_RUN,
+		       op == LP_OP_TXN_EXTEND ? 5 : 0);
+		lp_run(t, "RUN, over the limit", op, LP_HANDLE_NONE,
+		       LP_DEMO_RUN, op == LP_OP_TXN_EXTEND ? 11 : 0);
+		lp_txn_stat(t, "TXN_STAT");
+	}
+	t->prefix[0] = '\0';
+	lp_run(t, "RUN above LP_RUN_MAX_ITERATIONS", op, LP_HANDLE_NONE,
+	       LP_RUN_MAX_ITERATIONS + 1, 1);
+	lp_run(t, "RUN, value 0", op, LP_HANDLE_NONE, 1, 0);
+}
+
 /* Run @row's script on a fresh open() of @dev into @t. */
 static void lp_script(struct lp_transcript *t, const char *dev,
 		      const struct lp_row *row)
@@ -559,6 +686,9 @@ static void lp_script(struct lp_transcript *t, const char *dev,
 		lp_script_rmw(t, row->which);
 	else if (row->which == LP_OP_ATOMIC_FLOOR)
 		lp_script_floor(t, row->which);
+	else if (row->which == LP_OP_TXN_START_STOP ||
+		 row->which == LP_OP_TXN_EXTEND)
+		lp_script_txn(t, row->which);
 	else
 		lp_script_loop(t, row->which);
 	if (t->fd >= 0)
@@ -652,6 +782,9 @@ static void lp_print_identify(const struct lp_answer *c,
 	lp_count(c, c->id.ops, LP_OP_COUNT, cs, sizeof(cs));
 	lp_count(r, r->id.ops, LP_OP_COUNT, rs, sizeof(rs));
 	printf(LP_ID_FMT, "ops implemented", cs, rs);
+	lp_count(c, c->id.txn_flavors, LP_TXN_FLAVOR_COUNT, cs, sizeof(cs));
+	lp_count(r, r->id.txn_flavors, LP_TXN_FLAVOR_COUNT, rs, sizeof(rs));
+	printf(LP_ID_FMT, "txn flavors implemented", cs, rs);
 }
 
 /* Run @row on both devices and print its line. Return: true if the same. */
