@@ -374,6 +374,8 @@ def plot(out_dir, rows, title):
          lambda r: '/' not in r),
         ('ATOMIC_FLOOR: a line per thread, one shared line',
          lambda r: r.startswith('ATOMIC_FLOOR/')),
+        ('TXN_START_STOP, TXN_EXTEND: one transaction, jbd2 before/after',
+         lambda r: r.startswith('TXN_')),
     ]
     # One color per row of a panel (a panel has at most 8 rows).
     colors = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd',

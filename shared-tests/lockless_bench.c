@@ -88,14 +88,17 @@ static struct bench_dev devs[BENCH_NR_DEVS] = {
  * struct bench_row - one op (and flavor) measured on every device
  * @label: printed name, "GET_PUT/LOCKLESS", "MAX_JBD2", ...
  * @op: the enum lp_op of the RUN loop
- * @flavor: the arena's enum lp_flavor, or -1 for the default (RMW, floor)
+ * @flavor: the arena's enum lp_flavor, or -1 for the default (RMW, floor);
+ *	    for a @txn row, the transaction's enum lp_txn_flavor
  * @private: an open file per thread, else one for all threads
+ * @txn: a transaction op (TXN_START_STOP, TXN_EXTEND)
  */
 struct bench_row {
-	char label[32];
+	char label[40];
 	__u32 op;
 	int flavor;
 	bool private;
+	bool txn;
 };
 
 /**
@@ -169,6 +172,7 @@ static void add_row(__u32 op, int flavor, bool private, const char *suffix)
 	r->op = op;
 	r->flavor = flavor;
 	r->private = private;
+	r->txn = op == LP_OP_TXN_START_STOP || op == LP_OP_TXN_EXTEND;
 	snprintf(r->label, sizeof(r->label), "%s%s%s", op_names[op],
 		 suffix ? "/" : "", suffix ? suffix : "");
 }
@@ -189,6 +193,19 @@ static void make_rows(void)
 		add_row(rmw_ops[i], -1, false, NULL);
 	add_row(LP_OP_ATOMIC_FLOOR, -1, true, "private");
 	add_row(LP_OP_ATOMIC_FLOOR, -1, false, "shared");
+	for (f = 0; f < LP_TXN_FLAVOR_COUNT; f++)
+		add_row(LP_OP_TXN_START_STOP, f, false, txn_flavor_names[f]);
+	for (f = 0; f < LP_TXN_FLAVOR_COUNT; f++)
+		add_row(LP_OP_TXN_EXTEND, f, false, txn_flavor_names[f]);
+}
+
+/* The flavor column: a gadget flavor, a transaction flavor, or none. */
+static const char *row_flavor_name(const struct bench_row *row)
+{
+	if (row->flavor < 0)
+		return "";
+	return row->txn ? txn_flavor_names[row->flavor] :
+			  flavor_names[row->flavor];
 }
 
 static int nr_cpus(void)
@@ -222,6 +239,8 @@ static bool dev_supports(const struct bench_dev *dev,
 {
 	if (dev->err || !(dev->id.ops & (1ull << row->op)))
 		return false;
+	if (row->txn)
+		return dev->id.txn_flavors & (1u << row->flavor);
 	return row->flavor < 0 || (dev->id.flavors & (1u << row->flavor));
 }
 
@@ -239,6 +258,9 @@ static int fix_open(const struct bench_dev *dev, const struct bench_row *row,
 		    int n, struct bench_fix *fix, char *why, size_t len)
 {
 	struct lp_configure c = { .flavor = row->flavor };
+	struct lp_txn_configure tc = {
+		.flavor = row->flavor, .max_credits = LP_TXN_CREDITS_DEFAULT,
+	};
 	struct lp_new root = { .parent = LP_HANDLE_NONE };
 	struct lp_new child = { 0 };
 	int i, err, nfd = row->private ? n : 1;
@@ -256,6 +278,20 @@ static int fix_open(const struct bench_dev *dev, const struct bench_row *row,
 	}
 	if (row->flavor < 0)
 		return 0;
+	if (row->txn) {
+		/*
+		 * EXTEND asks for one credit and gives it back at once: with
+		 * at most BENCH_MAX_THREADS in flight it is never refused.
+		 */
+		fix->value = row->op == LP_OP_TXN_EXTEND ? 1 : 0;
+		err = lp_call(fix->fd[0], LP_IOC_TXN_CONFIGURE, &tc);
+		if (err) {
+			snprintf(why, len, "TXN_CONFIGURE %.31s: %s",
+				 row->label, strerror(-err));
+			fix_close(fix);
+		}
+		return err;
+	}
 
 	err = lp_call(fix->fd[0], LP_IOC_CONFIGURE, &c);
 	if (!err)
@@ -646,6 +682,33 @@ static void print_ratio(const char *what, int a, int ka, int b, int kb)
 	       fmt_ratio(cell_ns(1, a, ka), cell_ns(1, b, kb), y, sizeof(y)));
 }
 
+/* The rest of the jbd2 patch: TXN_ATOMIC over TXN_LOCKED, 1 and N threads. */
+static void print_txn_ratios(void)
+{
+	static const __u32 txn_ops[] = {
+		LP_OP_TXN_START_STOP, LP_OP_TXN_EXTEND,
+	};
+	int k, top = nr_counts - 1;
+	char what[128];
+	size_t i;
+
+	printf("# the jbd2 patch, drain and extend: %s\n",
+	       "TXN_ATOMIC over TXN_LOCKED, one transaction:");
+	for (i = 0; i < ARRAY_SIZE(txn_ops); i++) {
+		for (k = 0; k < nr_counts; k += top > 0 ? top : 1) {
+			snprintf(what, sizeof(what),
+				 "  %s/TXN_ATOMIC / %s/TXN_LOCKED @%d",
+				 op_names[txn_ops[i]], op_names[txn_ops[i]],
+				 counts[k]);
+			print_ratio(what,
+				    find_row(txn_ops[i], LP_TXN_ATOMIC, false),
+				    k,
+				    find_row(txn_ops[i], LP_TXN_LOCKED, false),
+				    k);
+		}
+	}
+}
+
 static void print_ratios(void)
 {
 	int r, k, f, top = nr_counts - 1, maxn = counts[top];
@@ -704,6 +767,7 @@ static void print_ratios(void)
 		 "  ATOMIC_FLOOR/shared @%d / ATOMIC_FLOOR/private @%d", maxn,
 		 maxn);
 	print_ratio(what, floor_s, top, floor_p, top);
+	print_txn_ratios();
 }
 
 static void print_csv(void)
@@ -724,8 +788,7 @@ static void print_csv(void)
 				printf("# %s,%s,%s,%s,%s,%d,%llu,%d,%.2f,%.2f,%.2f,%.4f,%d\n",
 				       d ? "rust" : "c", rows[r].label,
 				       op_names[rows[r].op],
-				       rows[r].flavor < 0 ? "" :
-				       flavor_names[rows[r].flavor],
+				       row_flavor_name(&rows[r]),
 				       rows[r].private ? "private" : "shared",
 				       counts[k],
 				       (unsigned long long)c->iterations,
