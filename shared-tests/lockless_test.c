@@ -2680,10 +2680,11 @@ TEST_F(txn, failed_txn_copy_out_changes_nothing)
 }
 
 /*
- * The drain race: starters start and stop handles (in-kernel loops, and
- * one thread through the ioctls, whose handles span three syscalls) while
- * a committer commits again and again. A lost wakeup leaves a COMMIT
- * asleep with t_updates == 0 until its 10 s timeout: -ETIMEDOUT.
+ * The drain race: starters start and stop handles (in-kernel loops, whose
+ * STARTs race the committer's state change, and threads through the
+ * ioctls, whose handles live long enough to be drained) while a committer
+ * commits again and again. A lost wakeup leaves a COMMIT asleep with
+ * t_updates == 0 until its 10 s timeout: -ETIMEDOUT.
  */
 struct txn_drain_race {
 	int fd;
@@ -2724,29 +2725,35 @@ static void *txn_run_starter(void *arg)
 	return NULL;
 }
 
+/*
+ * START, then STOP at once: a handle that lives for two syscalls, long
+ * enough for a COMMIT to find it running, and a STOP that takes no lock
+ * the committer holds, so that it can land between the drain's queueing
+ * and its check (an EXTEND in between would wait for the committer's
+ * write_lock and stop only after the drain slept, which no broken drain
+ * can miss).
+ */
 static void *txn_ioctl_starter(void *arg)
 {
 	struct lp_thread *t = arg;
 	struct txn_drain_race *sh = t->shared;
-	struct lp_txn_extend e;
 	__u32 h;
 	int ret;
 
 	while (!__atomic_load_n(&sh->done, __ATOMIC_RELAXED)) {
 		ret = lp_txn_start(sh->fd, &h, NULL);
-		if (ret == -EAGAIN)
+		if (ret == -EAGAIN) {
+			__atomic_add_fetch(&sh->refused, 1, __ATOMIC_RELAXED);
 			continue;
+		}
 		if (ret) {
 			txn_race_error(sh, ret);
 			break;
 		}
-		ret = lp_txn_extend(sh->fd, h, 1, &e);
-		if (ret && ret != -EAGAIN)
-			txn_race_error(sh, ret);
 		ret = lp_txn_stop(sh->fd, h);
 		if (ret < 0)
 			txn_race_error(sh, ret);
-		sh->ioctl_handles++;
+		__atomic_add_fetch(&sh->ioctl_handles, 1, __ATOMIC_RELAXED);
 	}
 	return NULL;
 }
@@ -2773,14 +2780,14 @@ static void *txn_committer(void *arg)
 	return NULL;
 }
 
+/* Thread 0 commits; odd threads start through ioctls, even ones in RUN. */
 static void *txn_drain_thread(void *arg)
 {
 	struct lp_thread *t = arg;
-	int n = nr_cpus() + 1;
 
 	if (t->index == 0)
 		return txn_committer(arg);
-	if (t->index == n - 1)
+	if (t->index % 2)
 		return txn_ioctl_starter(arg);
 	return txn_run_starter(arg);
 }
@@ -2790,7 +2797,7 @@ TEST_F_TIMEOUT(txn, drain_never_loses_a_wakeup, LP_SLOW_TIMEOUT)
 	struct txn_drain_race sh = { .fd = self->fd };
 	struct lp_txn_stat s;
 
-	/* The committer, nr_cpus - 1 in-kernel starters, one ioctl starter. */
+	/* The committer and, on 4 vCPUs, two ioctl and two RUN starters. */
 	run_threads(nr_cpus() + 1, txn_drain_thread, &sh);
 	EXPECT_EQ(0, sh.err) TH_LOG("first error: %s", strerror(-sh.err));
 	EXPECT_EQ(sizes.txn_commits, sh.commits)
