@@ -50,22 +50,23 @@ pub(crate) struct ArenaState {
     _not_zero_sized: u8,
 }
 
-/// One slot of the handle table.
-enum Slot {
+/// One slot of a handle table.
+enum Slot<T> {
     /// No handle.
     Free,
     /// A handle being created (`XA_ZERO_ENTRY` in C): not a handle yet, so PUT,
     /// GET and STAT answer `EBADF` for it, but no other handle gets its number.
     Reserved,
-    /// A handle: one strong reference owned by the file.
-    Held(GadgetRef),
+    /// A handle: for a gadget handle, one strong reference owned by the file.
+    Held(T),
 }
 
-/// The handle table: handle `h` is `slots[h - 1]`. The lowest free handle is
+/// A handle table: handle `h` is `slots[h - 1]`. The lowest free handle is
 /// handed out first, as `xa_alloc()` does in C, so both modules give the same
-/// handles.
-pub(crate) struct Handles {
-    slots: KVec<Slot>,
+/// handles. Generic over what a handle holds: a gadget handle holds a
+/// [`GadgetRef`].
+pub(crate) struct Handles<T> {
+    slots: KVec<Slot<T>>,
     /// Handles in the table (`ARENA_STAT.handles`), reserved ones not counted.
     pub(crate) held: u32,
 }
@@ -95,7 +96,7 @@ pub(crate) struct Arena {
     /// The handles; the mutex keeps a handle's gadget alive while a reference is
     /// taken from it.
     #[pin]
-    pub(crate) handles: Mutex<Handles>,
+    pub(crate) handles: Mutex<Handles<GadgetRef>>,
     /// Last id handed out.
     pub(crate) next_id: Atomic<u64>,
     /// Gadgets ever created.
@@ -113,18 +114,86 @@ pub(crate) struct Arena {
     pub(crate) floor: Atomic<i32>,
 }
 
-impl Handles {
+impl<T> Handles<T> {
+    /// An empty table.
+    fn new() -> Self {
+        Self {
+            slots: KVec::new(),
+            held: 0,
+        }
+    }
+
     /// The slot of `handle`, if it is in the table's range.
     fn slot(handle: u32) -> Option<usize> {
         usize::try_from(handle).ok()?.checked_sub(1)
     }
 
-    /// The reference `handle` holds, if it is a live handle.
-    pub(crate) fn get(&self, handle: u32) -> Option<&GadgetRef> {
+    /// What `handle` holds, if it is a live handle.
+    pub(crate) fn get(&self, handle: u32) -> Option<&T> {
         match self.slots.get(Self::slot(handle)?)? {
-            Slot::Held(g) => Some(g),
+            Slot::Held(v) => Some(v),
             _ => None,
         }
+    }
+
+    /// Reserves the lowest free handle (`ENOSPC` when the table is full): a slot
+    /// that reads as no handle until [`Handles::publish`] fills it or
+    /// [`Handles::release`] frees it.
+    fn reserve(&mut self) -> Result<u32> {
+        let slot = match self.slots.iter().position(|s| matches!(s, Slot::Free)) {
+            Some(i) => i,
+            None if self.slots.len() < uapi::LP_MAX_HANDLES as usize => {
+                self.slots.push(Slot::Free, GFP_KERNEL)?;
+                self.slots.len() - 1
+            }
+            None => return Err(ENOSPC),
+        };
+        self.slots[slot] = Slot::Reserved;
+        // `slot` < LP_MAX_HANDLES, so the handle fits a `u32`.
+        Ok(slot as u32 + 1)
+    }
+
+    /// The slot of a handle [`Handles::reserve`] gave. Only the thread that
+    /// reserved it fills or frees it, so it is still reserved: `None` (and a
+    /// WARN) would be a bug of this file.
+    fn reserved_slot(&mut self, handle: u32) -> Option<&mut Slot<T>> {
+        let slot = self.slots.get_mut(Self::slot(handle)?)?;
+        let reserved = matches!(slot, Slot::Reserved);
+        kernel::warn_on!(!reserved);
+        reserved.then_some(slot)
+    }
+
+    /// Gives a reserved handle back, unused.
+    fn release(&mut self, handle: u32) {
+        if let Some(slot) = self.reserved_slot(handle) {
+            *slot = Slot::Free;
+        }
+    }
+
+    /// Fills the reserved `handle` with `v`. Counted under the table's lock, as is
+    /// the take: the counts cannot go below 0. Cannot fail: the slot exists.
+    fn publish(&mut self, handle: u32, v: T) {
+        if let Some(slot) = self.reserved_slot(handle) {
+            *slot = Slot::Held(v);
+            self.held += 1;
+            LIVE_HANDLES.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Takes a handle out of the table; the caller owns what it held. A reserved
+    /// slot is not a handle yet, and is left alone.
+    fn take(&mut self, handle: u32) -> Option<T> {
+        let slot = self.slots.get_mut(Self::slot(handle)?)?;
+        let v = match core::mem::replace(slot, Slot::Free) {
+            Slot::Held(v) => v,
+            other => {
+                *slot = other;
+                return None;
+            }
+        };
+        self.held -= 1;
+        LIVE_HANDLES.fetch_sub(1, Relaxed);
+        Some(v)
     }
 }
 
@@ -145,13 +214,7 @@ impl Arena {
             lock <- new_mutex!(ArenaState { _not_zero_sized: 0 }, "lp_arena.lock"),
             roots <- Kids::new(),
             registry <- new_mutex!(XArray::new(AllocKind::Alloc), "lp_arena.reg_lock"),
-            handles <- new_mutex!(
-                Handles {
-                    slots: KVec::new(),
-                    held: 0,
-                },
-                "lp_arena.handles_lock"
-            ),
+            handles <- new_mutex!(Handles::new(), "lp_arena.handles_lock"),
             next_id: Atomic::new(0),
             created: Atomic::new(0),
             freed: Atomic::new(0),
@@ -179,69 +242,29 @@ impl Arena {
     /// table is full): a slot that reads as no handle until
     /// [`Arena::handle_publish`] fills it or [`Arena::handle_release`] frees it.
     pub(crate) fn handle_reserve(&self) -> Result<u32> {
-        let mut handles = self.handles.lock();
-        let slot = match handles.slots.iter().position(|s| matches!(s, Slot::Free)) {
-            Some(i) => i,
-            None if handles.slots.len() < uapi::LP_MAX_HANDLES as usize => {
-                handles.slots.push(Slot::Free, GFP_KERNEL)?;
-                handles.slots.len() - 1
-            }
-            None => return Err(ENOSPC),
-        };
-        handles.slots[slot] = Slot::Reserved;
-        // `slot` < LP_MAX_HANDLES, so the handle fits a `u32`.
-        Ok(slot as u32 + 1)
-    }
-
-    /// The slot of a handle [`Arena::handle_reserve`] gave. Only the thread that
-    /// reserved it fills or frees it, so it is still reserved: `None` (and a
-    /// WARN) would be a bug of this file.
-    fn reserved_slot(handles: &mut Handles, handle: u32) -> Option<&mut Slot> {
-        let slot = handles.slots.get_mut(Handles::slot(handle)?)?;
-        let reserved = matches!(slot, Slot::Reserved);
-        kernel::warn_on!(!reserved);
-        reserved.then_some(slot)
+        self.handles.lock().reserve()
     }
 
     /// `lp_handle_release()`: gives a reserved handle back, unused.
     pub(crate) fn handle_release(&self, handle: u32) {
-        let mut handles = self.handles.lock();
-        if let Some(slot) = Self::reserved_slot(&mut handles, handle) {
-            *slot = Slot::Free;
-        }
+        self.handles.lock().release(handle);
     }
 
     /// `lp_handle_publish()`: gives the caller's reference to `g` to the reserved
-    /// `handle`. Counted under the handle lock, as is the take: the counts cannot
-    /// go below 0. Cannot fail: the slot exists.
+    /// `handle`, and counts it in [`LIVE_HANDLES`].
     pub(crate) fn handle_publish(&self, handle: u32, g: GadgetRef) {
-        let mut handles = self.handles.lock();
-        if let Some(slot) = Self::reserved_slot(&mut handles, handle) {
-            *slot = Slot::Held(g);
-            handles.held += 1;
-            LIVE_HANDLES.fetch_add(1, Relaxed);
-        }
+        self.handles.lock().publish(handle, g);
     }
 
     /// `lp_handle_take()`: takes a handle out of the table; the caller owns its
     /// reference. A reserved slot is not a handle yet, and is left alone.
     pub(crate) fn handle_take(&self, handle: u32) -> Option<GadgetRef> {
-        let mut handles = self.handles.lock();
-        let slot = handles.slots.get_mut(Handles::slot(handle)?)?;
-        let g = match core::mem::replace(slot, Slot::Free) {
-            Slot::Held(g) => g,
-            other => {
-                *slot = other;
-                return None;
-            }
-        };
-        handles.held -= 1;
-        LIVE_HANDLES.fetch_sub(1, Relaxed);
-        Some(g)
+        self.handles.lock().take(handle)
     }
 
     /// `lp_release()`'s first half, called by `MiscDevice::release` at close():
-    /// takes out and puts every handle still held, which frees every gadget.
+    /// takes out and puts every gadget handle still held, which frees every
+    /// gadget.
     ///
     /// Runs on `&Arena`, before the arena is dropped: the gadgets being released
     /// read their arena through pointers derived from shared borrows of it, which
