@@ -80,6 +80,12 @@ impl_reserved!(
     uapi::lp_arena_stat,
     uapi::lp_rmw,
     uapi::lp_run,
+    uapi::lp_txn_configure,
+    uapi::lp_txn_start,
+    uapi::lp_txn_stop,
+    uapi::lp_txn_extend,
+    uapi::lp_txn_commit,
+    uapi::lp_txn_stat,
 );
 
 /// `lp_copy_in()`: copies in an ioctl struct and checks that its reserved area is

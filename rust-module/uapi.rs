@@ -124,6 +124,49 @@ no_padding!(
         broken,
         reserved
     },
+    lp_txn_configure {
+        flavor,
+        max_credits,
+        reserved
+    },
+    lp_txn_start {
+        tid,
+        handle,
+        reserved
+    },
+    lp_txn_stop {
+        handle,
+        credits,
+        reserved
+    },
+    lp_txn_extend {
+        handle,
+        nblocks,
+        credits,
+        granted,
+        reserved
+    },
+    lp_txn_commit {
+        timeout_ms,
+        slept,
+        tid,
+        updates,
+        credits,
+        wait_ns,
+        reserved
+    },
+    lp_txn_stat {
+        flavor,
+        state,
+        tid,
+        updates,
+        credits,
+        max_credits,
+        handles,
+        committed,
+        late_starts,
+        reserved
+    },
 );
 
 plain_bytes!(
@@ -138,4 +181,10 @@ plain_bytes!(
     lp_arena_stat,
     lp_rmw,
     lp_run,
+    lp_txn_configure,
+    lp_txn_start,
+    lp_txn_stop,
+    lp_txn_extend,
+    lp_txn_commit,
+    lp_txn_stat,
 );
