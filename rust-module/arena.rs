@@ -26,6 +26,7 @@ use kernel::{
 use crate::{
     gadget::{GadgetPtr, GadgetRef, Kids},
     rwsem::{new_rwsem, RwSem},
+    txn::{Txn, TxnHandle},
     uapi,
 };
 
@@ -37,9 +38,10 @@ use crate::{
 pub(crate) static LIVE_ARENAS: Atomic<i64> = Atomic::new(0);
 
 /// Handles held in the whole module, all arenas together (`IDENTIFY.live_handles`):
-/// handle-table entries, counted by [`Arena::handle_publish`] when it publishes one
-/// and until [`Arena::handle_take`] takes it out again (PUT, and
-/// [`Arena::release_handles`] at close() for every handle still held). `Relaxed`.
+/// entries of both handle tables (gadget and transaction handles), counted by
+/// [`Handles::publish`] when it publishes one and until [`Handles::take`] takes it
+/// out again (PUT, TXN_STOP, and [`Arena::release_handles`] at close() for every
+/// handle still held). `Relaxed`.
 pub(crate) static LIVE_HANDLES: Atomic<i64> = Atomic::new(0);
 
 /// The state `Arena::lock` protects: the article v1 "gadgets_lock". LOCKED's
@@ -63,11 +65,12 @@ enum Slot<T> {
 
 /// A handle table: handle `h` is `slots[h - 1]`. The lowest free handle is
 /// handed out first, as `xa_alloc()` does in C, so both modules give the same
-/// handles. Generic over what a handle holds: a gadget handle holds a
-/// [`GadgetRef`].
+/// handles. The arena has two, with numbers of their own: gadget handles hold a
+/// [`GadgetRef`], transaction handles a [`TxnHandle`].
 pub(crate) struct Handles<T> {
     slots: KVec<Slot<T>>,
-    /// Handles in the table (`ARENA_STAT.handles`), reserved ones not counted.
+    /// Handles in the table (`ARENA_STAT.handles`, `TXN_STAT.handles`), reserved
+    /// ones not counted.
     pub(crate) held: u32,
 }
 
@@ -112,6 +115,14 @@ pub(crate) struct Arena {
     pub(crate) max_locked: SpinLock<usize>,
     /// Private counter of the ATOMIC_FLOOR op.
     pub(crate) floor: Atomic<i32>,
+    /// jbd2's transaction (`struct lp_txn`).
+    #[pin]
+    pub(crate) txn: Txn,
+    /// The transaction handles (C's `txn_handles` xarray and count, under
+    /// `txn_handles_lock`). The mutex is held while EXTEND uses a handle and while
+    /// STOP takes it out, so a concurrent STOP cannot free it under EXTEND.
+    #[pin]
+    pub(crate) txn_handles: Mutex<Handles<TxnHandle>>,
 }
 
 impl<T> Handles<T> {
@@ -131,6 +142,14 @@ impl<T> Handles<T> {
     /// What `handle` holds, if it is a live handle.
     pub(crate) fn get(&self, handle: u32) -> Option<&T> {
         match self.slots.get(Self::slot(handle)?)? {
+            Slot::Held(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// What `handle` holds, if it is a live handle, for a change in place.
+    pub(crate) fn get_mut(&mut self, handle: u32) -> Option<&mut T> {
+        match self.slots.get_mut(Self::slot(handle)?)? {
             Slot::Held(v) => Some(v),
             _ => None,
         }
@@ -222,6 +241,8 @@ impl Arena {
             max_wait: Atomic::new(0),
             max_locked <- new_spinlock!(0, "lp_arena.max_lock"),
             floor: Atomic::new(0),
+            txn <- Txn::init(),
+            txn_handles <- new_mutex!(Handles::new(), "lp_arena.txn_handles_lock"),
         })
     }
 
@@ -262,9 +283,31 @@ impl Arena {
         self.handles.lock().take(handle)
     }
 
+    /// Reserves the lowest free transaction handle (`ENOSPC` when the table is
+    /// full), as [`Arena::handle_reserve`] does a gadget handle.
+    pub(crate) fn txn_handle_reserve(&self) -> Result<u32> {
+        self.txn_handles.lock().reserve()
+    }
+
+    /// Gives a reserved transaction handle back, unused.
+    pub(crate) fn txn_handle_release(&self, handle: u32) {
+        self.txn_handles.lock().release(handle);
+    }
+
+    /// Gives the started `h` to the reserved transaction `handle`, and counts it
+    /// in [`LIVE_HANDLES`].
+    pub(crate) fn txn_handle_publish(&self, handle: u32, h: TxnHandle) {
+        self.txn_handles.lock().publish(handle, h);
+    }
+
+    /// Takes a transaction handle out of the table; the caller stops it.
+    pub(crate) fn txn_handle_take(&self, handle: u32) -> Option<TxnHandle> {
+        self.txn_handles.lock().take(handle)
+    }
+
     /// `lp_release()`'s first half, called by `MiscDevice::release` at close():
     /// takes out and puts every gadget handle still held, which frees every
-    /// gadget.
+    /// gadget, then takes out and stops every transaction handle still running.
     ///
     /// Runs on `&Arena`, before the arena is dropped: the gadgets being released
     /// read their arena through pointers derived from shared borrows of it, which
@@ -275,6 +318,13 @@ impl Arena {
             // `slot` < LP_MAX_HANDLES, so the handle fits a `u32`.
             if let Some(g) = self.handle_take(slot as u32 + 1) {
                 g.put();
+            }
+        }
+        let slots = self.txn_handles.lock().slots.len();
+        for slot in 0..slots {
+            // As above.
+            if let Some(h) = self.txn_handle_take(slot as u32 + 1) {
+                self.txn.stop(h);
             }
         }
     }

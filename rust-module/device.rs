@@ -42,6 +42,7 @@ use crate::{
 const ALL_FLAVORS: u32 = (1 << uapi::LP_FLAVOR_COUNT) - 1;
 /// The transaction's ops are not implemented yet.
 const ALL_OPS: u64 = (1 << uapi::LP_OP_TXN_START_STOP) - 1;
+const ALL_TXN_FLAVORS: u32 = (1 << uapi::LP_TXN_FLAVOR_COUNT) - 1;
 
 /// The registration of `/dev/lockless_rust`.
 pub(crate) type Registration = MiscDeviceRegistration<Arena>;
@@ -153,6 +154,7 @@ fn lp_identify(arg: UserPtr) -> Result<isize> {
         live_gadgets: LIVE_GADGETS.load(Relaxed) as u64,
         live_arenas: LIVE_ARENAS.load(Relaxed) as u64,
         live_handles: LIVE_HANDLES.load(Relaxed) as u64,
+        txn_flavors: ALL_TXN_FLAVORS,
         ..Default::default()
     };
     for (dst, src) in id.name.iter_mut().zip(c"lockless_rust".to_bytes()) {
@@ -406,6 +408,85 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
     write_back(writer, &r)
 }
 
+/// `lp_txn_configure_ioctl()`: validates (`EINVAL`), then configures (`EBUSY`
+/// while handles run); writes nothing back, as CONFIGURE.
+fn lp_txn_configure_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
+    let (c, _) = copy_in::<uapi::lp_txn_configure>(arg)?;
+    arena.txn.configure(c.flavor, c.max_credits)?;
+    Ok(0)
+}
+
+/// `lp_txn_start_ioctl()`: all or nothing, like NEW. Reserves a handle, starts
+/// (`EAGAIN` while a COMMIT drains), copies the answer out, and only then
+/// publishes; if the copy fails, stops the handle again and frees the slot.
+fn lp_txn_start_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
+    let (mut s, writer) = copy_in::<uapi::lp_txn_start>(arg)?;
+    let handle = arena.txn_handle_reserve()?;
+    let h = match arena.txn.start() {
+        Ok(h) => h,
+        Err(e) => {
+            arena.txn_handle_release(handle);
+            return Err(e);
+        }
+    };
+    s.tid = h.tid;
+    s.handle = handle;
+    if let Err(e) = copy_out(writer, &s) {
+        arena.txn.stop(h);
+        arena.txn_handle_release(handle);
+        return Err(e);
+    }
+    arena.txn_handle_publish(handle, h);
+    Ok(0)
+}
+
+/// `lp_txn_stop_ioctl()`: STOP cannot be undone, so, as PUT, the answer's way
+/// back is checked before the handle is consumed.
+fn lp_txn_stop_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
+    let (mut a, writer) = copy_in::<uapi::lp_txn_stop>(arg)?;
+    check_writable(arg, &a)?;
+    let h = arena.txn_handle_take(a.handle).ok_or(EBADF)?;
+    a.credits = arena.txn.stop(h);
+    write_back(writer, &a)
+}
+
+/// `lp_txn_extend_ioctl()`: EXTEND cannot be undone either. The table's mutex is
+/// held while the handle is used, so a concurrent STOP cannot take it away.
+fn lp_txn_extend_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
+    let (mut a, writer) = copy_in::<uapi::lp_txn_extend>(arg)?;
+    if a.nblocks == 0 || a.nblocks > uapi::LP_TXN_CREDITS_MAX {
+        return Err(EINVAL);
+    }
+    check_writable(arg, &a)?;
+    {
+        let mut handles = arena.txn_handles.lock();
+        let h = handles.get_mut(a.handle).ok_or(EBADF)?;
+        a.credits = arena.txn.extend(h, a.nblocks)?;
+        a.granted = h.credits;
+    }
+    write_back(writer, &a)
+}
+
+/// `lp_txn_commit_ioctl()`: a COMMIT that succeeded cannot be undone: the way
+/// back is checked first.
+fn lp_txn_commit_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
+    let (mut c, writer) = copy_in::<uapi::lp_txn_commit>(arg)?;
+    if c.timeout_ms > uapi::LP_TXN_TIMEOUT_MAX_MS {
+        return Err(EINVAL);
+    }
+    check_writable(arg, &c)?;
+    arena.txn.commit(c.timeout_ms, &mut c)?;
+    write_back(writer, &c)
+}
+
+/// `lp_txn_stat_ioctl()`.
+fn lp_txn_stat_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
+    let (mut s, writer) = copy_in::<uapi::lp_txn_stat>(arg)?;
+    arena.txn.stat(&mut s);
+    s.handles = arena.txn_handles.lock().held;
+    copy_out(writer, &s)
+}
+
 #[vtable]
 impl MiscDevice for Arena {
     type Ptr = Pin<KBox<Self>>;
@@ -414,8 +495,9 @@ impl MiscDevice for Arena {
         Arena::new_boxed()
     }
 
-    /// `lp_release()`: close() puts every handle the arena still holds, through
-    /// `&Arena` ([`Arena::release_handles`]), then the arena is dropped and freed.
+    /// `lp_release()`: close() puts every gadget handle and stops every transaction
+    /// handle the arena still holds, through `&Arena` ([`Arena::release_handles`]),
+    /// then the arena is dropped and freed.
     fn release(arena: Pin<KBox<Arena>>, _file: &File) {
         arena.release_handles();
         drop(arena);
@@ -436,6 +518,12 @@ impl MiscDevice for Arena {
             uapi::LP_IOC_ARENA_STAT => lp_arena_stat(arena, arg),
             uapi::LP_IOC_RMW => lp_rmw_ioctl(arena, arg),
             uapi::LP_IOC_RUN => lp_run(arena, arg),
+            uapi::LP_IOC_TXN_CONFIGURE => lp_txn_configure_ioctl(arena, arg),
+            uapi::LP_IOC_TXN_START => lp_txn_start_ioctl(arena, arg),
+            uapi::LP_IOC_TXN_STOP => lp_txn_stop_ioctl(arena, arg),
+            uapi::LP_IOC_TXN_EXTEND => lp_txn_extend_ioctl(arena, arg),
+            uapi::LP_IOC_TXN_COMMIT => lp_txn_commit_ioctl(arena, arg),
+            uapi::LP_IOC_TXN_STAT => lp_txn_stat_ioctl(arena, arg),
             _ => Err(ENOTTY),
         }
     }

@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The transaction: jbd2's `t_updates` drain and `jbd2_journal_extend()`, before
+//! (TXN_LOCKED) and after (TXN_ATOMIC) commit f7f497cb7024 ("jbd2: kill
+//! t_handle_lock transaction spinlock").
+//!
+//! Mirrors `c-module/txn.c`, function for function and in the same order. Each
+//! arena has one [`Txn`], reused across commits: START counts a handle in
+//! `t_updates` under the shared `j_state_lock`, STOP takes it out again with no
+//! lock and wakes the committer when it was the last, EXTEND grants credits up to
+//! `j_max_transaction_buffers`, and COMMIT locks the transaction, drains
+//! `t_updates` to zero and opens the next one (tid + 1) in its place.
+//!
+//! `j_state_lock` is an `rwlock_t` ([`RwLock`], `rwlock.rs`, which
+//! Rust-for-Linux 7.3 lacks) protecting what jbd2 writes only under
+//! `write_lock()` ([`TxnState`]); `t_updates` and `t_outstanding_credits` are
+//! atomics, changed under the shared side or under no lock at all. The drain
+//! sleeps on `j_wait_updates` through `waitqueue.rs`, not
+//! `kernel::sync::CondVar`: the waker takes no lock, so the committer must queue
+//! itself before it reads `t_updates`, which `CondVar` cannot do.
+
+use pin_init::stack_pin_init;
+
+use kernel::{
+    new_mutex, new_spinlock,
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Full, Relaxed},
+        Mutex, SpinLock,
+    },
+    time::{msecs_to_jiffies, Instant, Monotonic},
+};
+
+use crate::{
+    rwlock::{new_rwlock, RwLock, RwLockWriteGuard},
+    uapi,
+    waitqueue::{new_wait_queue_head, schedule_timeout, Wait, WaitQueueHead},
+};
+
+/// What `j_state_lock` protects: the fields jbd2 writes only under
+/// `write_lock(j_state_lock)`, read under either side.
+pub(crate) struct TxnState {
+    /// `enum lp_txn_flavor`.
+    flavor: u32,
+    /// `enum lp_txn_state`: running, or locked for commit.
+    t_state: u32,
+    /// The running transaction's id.
+    t_tid: u64,
+    /// The credit limit (`u32` in the UAPI, at most `LP_TXN_CREDITS_MAX`; an `int`
+    /// in jbd2, compared with `t_outstanding_credits`).
+    j_max_transaction_buffers: i32,
+    /// COMMITs that succeeded.
+    committed: u64,
+}
+
+/// jbd2's `handle_t` (`struct lp_txn_handle`): what one START gives. Not `Clone`:
+/// [`Txn::stop`] consumes it, so a handle is stopped once.
+pub(crate) struct TxnHandle {
+    /// The transaction the handle runs in.
+    pub(crate) tid: u64,
+    /// The credits granted to the handle, counted in `t_outstanding_credits`.
+    pub(crate) credits: u32,
+}
+
+/// An arena's transaction (`struct lp_txn`).
+#[pin_data]
+pub(crate) struct Txn {
+    /// START and EXTEND take it shared, COMMIT, STAT and CONFIGURE exclusive.
+    #[pin]
+    j_state_lock: RwLock<TxnState>,
+    /// The drain's wait queue: the last STOP wakes the committer.
+    #[pin]
+    j_wait_updates: WaitQueueHead,
+    /// TXN_LOCKED only: the drain's check and EXTEND's add-check-undo.
+    #[pin]
+    t_handle_lock: SpinLock<()>,
+    /// Serializes the COMMITs of one arena.
+    #[pin]
+    j_commit_mutex: Mutex<()>,
+    /// Handles running in the transaction.
+    t_updates: Atomic<i32>,
+    /// Credits granted to running handles (and, for a moment, asked by EXTENDs
+    /// in flight).
+    t_outstanding_credits: Atomic<i32>,
+    /// STARTs that saw the tid change under them: 0 unless START is broken.
+    late_starts: Atomic<u64>,
+}
+
+/// `enum lp_txn_flavor` of the code before the patch: the transaction spinlock.
+fn is_locked(state: &TxnState) -> bool {
+    state.flavor == uapi::LP_TXN_LOCKED
+}
+
+impl Txn {
+    /// `lp_txn_init()`: a new arena's transaction: TXN_LOCKED with
+    /// `LP_TXN_CREDITS_DEFAULT` credits, running, tid 0.
+    pub(crate) fn init() -> impl PinInit<Self> {
+        pin_init!(Self {
+            j_state_lock <- new_rwlock!(
+                TxnState {
+                    flavor: uapi::LP_TXN_LOCKED,
+                    t_state: uapi::LP_TXN_RUNNING,
+                    t_tid: 0,
+                    j_max_transaction_buffers: uapi::LP_TXN_CREDITS_DEFAULT as i32,
+                    committed: 0,
+                },
+                "lp_txn.j_state_lock"
+            ),
+            j_wait_updates <- new_wait_queue_head!("lp_txn.j_wait_updates"),
+            t_handle_lock <- new_spinlock!((), "lp_txn.t_handle_lock"),
+            j_commit_mutex <- new_mutex!((), "lp_txn.j_commit_mutex"),
+            t_updates: Atomic::new(0),
+            t_outstanding_credits: Atomic::new(0),
+            late_starts: Atomic::new(0),
+        })
+    }
+
+    /// `lp_txn_start()`: jbd2's `start_this_handle()`. Refuses a transaction
+    /// locked for commit (`EAGAIN`), else counts a new handle in `t_updates`.
+    ///
+    /// The state check and the increment (`atomic_inc()`, unordered) both run
+    /// under the shared `j_state_lock`, and COMMIT sets the state under the
+    /// exclusive one: the committer's `write_lock()` excludes the whole
+    /// check-and-increment, so a START either increments before the committer
+    /// locks (and the drain sees it) or sees the transaction locked and counts
+    /// nothing; it never counts a handle in a transaction whose drain already saw
+    /// zero (commit message 1.b; litmus `jbd2-start-vs-drain.litmus`). The tid is
+    /// read again after the increment to count such late starts: it cannot change
+    /// under the read lock, so `late_starts` stays 0.
+    pub(crate) fn start(&self) -> Result<TxnHandle> {
+        let state = self.j_state_lock.read();
+        if state.t_state != uapi::LP_TXN_RUNNING {
+            return Err(EAGAIN);
+        }
+        let tid = state.t_tid;
+        self.t_updates.add(1, Relaxed);
+        // SAFETY: The pointer comes from a live shared reference to an initialised
+        // `u64`. The volatile read is C's `READ_ONCE()`: the compiler may not reuse
+        // the `tid` read above, and nobody writes the field while we hold the read
+        // lock, so it races with nothing.
+        let now = unsafe { core::ptr::read_volatile(&state.t_tid) };
+        if now != tid {
+            self.late_starts.add(1, Relaxed);
+        }
+        drop(state);
+        Ok(TxnHandle { tid, credits: 0 })
+    }
+
+    /// `lp_txn_stop()`: jbd2's `stop_this_handle()`, with no lock in either flavor.
+    /// Gives the handle's credits back and takes it out of `t_updates`; the last
+    /// handle wakes the committer. Returns the credits given back.
+    ///
+    /// `atomic_dec_and_test()` (`fetch_sub(Full)`) is fully ordered: the credits
+    /// given back, and everything the handle did, are visible before its
+    /// decrement. `wake_up()` needs no lock around the test because the committer
+    /// queued itself on `j_wait_updates` ([`Wait::prepare_to_wait`], which takes
+    /// the wait-queue lock and sets the task state with a full barrier,
+    /// `set_current_state()`) before it read `t_updates`, and `wake_up()` takes
+    /// the same wait-queue lock: either the committer's read sees this decrement,
+    /// or this waker sees the committer on the queue and wakes it (litmus
+    /// `shared-tests/litmus/jbd2-drain-wakeup.litmus`).
+    pub(crate) fn stop(&self, h: TxnHandle) -> u32 {
+        // `h.credits` <= the credit limit <= LP_TXN_CREDITS_MAX: fits an `i32`.
+        // C's `atomic_sub()`: Rust 7.3 has no `sub()`, the unused fetch is the same.
+        self.t_outstanding_credits
+            .fetch_sub(h.credits as i32, Relaxed);
+        if self.t_updates.fetch_sub(1, Full) == 1 {
+            self.j_wait_updates.wake_up();
+        }
+        h.credits
+    }
+
+    /// `lp_txn_extend()`: `jbd2_journal_extend()`. Grants `nblocks` more credits to
+    /// `h` unless the transaction is locked for commit (`EAGAIN`) or the credits
+    /// granted would exceed the limit (`ENOSPC`; nothing granted). Returns
+    /// `t_outstanding_credits` with this request added, as it saw it. `EINVAL`
+    /// for an `nblocks` no `i32` holds (callers refuse 0 and anything above
+    /// `LP_TXN_CREDITS_MAX` first).
+    ///
+    /// The add (`atomic_add_return()`, fully ordered) and its undo run under the
+    /// shared `j_state_lock`, so a reader holding it exclusively (COMMIT, STAT)
+    /// sees no half-done extend. In TXN_ATOMIC, extends run concurrently: the sum
+    /// may overshoot the limit for a moment, between one's add and its undo, but
+    /// what is granted never does, since each grant was checked against a sum
+    /// that included every grant before it (litmus `jbd2-extend-undo.litmus`). In
+    /// TXN_LOCKED `t_handle_lock` makes the add-check-undo one step.
+    pub(crate) fn extend(&self, h: &mut TxnHandle, nblocks: u32) -> Result<u32> {
+        let n = i32::try_from(nblocks).map_err(|_| EINVAL)?;
+        let state = self.j_state_lock.read();
+        if state.t_state != uapi::LP_TXN_RUNNING {
+            return Err(EAGAIN);
+        }
+        // Dropped before `state`: `spin_unlock()`, then `read_unlock()`.
+        let _handle_lock = is_locked(&state).then(|| self.t_handle_lock.lock());
+        let wanted = self
+            .t_outstanding_credits
+            .fetch_add(n, Full)
+            .wrapping_add(n);
+        if wanted > state.j_max_transaction_buffers {
+            self.t_outstanding_credits.fetch_sub(n, Relaxed);
+            return Err(ENOSPC);
+        }
+        h.credits += nblocks;
+        // 0 < `wanted` <= the limit.
+        Ok(wanted as u32)
+    }
+
+    /// `lp_txn_wait_updates()`: `jbd2_journal_wait_updates()`. Called and
+    /// returning with `j_state_lock` held exclusively (`state`); drops it while it
+    /// sleeps. Waits until `t_updates` is 0, or answers `ETIMEDOUT` once it slept
+    /// `timeout_ms` in all (at once if `timeout_ms` is 0 and a handle runs),
+    /// even if `t_updates` reached 0 meanwhile. Counts its sleeps in `slept`.
+    ///
+    /// Each round queues the task on `j_wait_updates` *before* reading
+    /// `t_updates`; see [`Txn::stop`] for why that makes a lock-free waker
+    /// safe. The entry is unlinked (`finish_wait()`) when `wait` goes out of
+    /// scope, on every path: after the lock was retaken when it slept.
+    fn wait_updates(
+        &self,
+        state: &mut RwLockWriteGuard<'_, TxnState>,
+        timeout_ms: u32,
+        slept: &mut u32,
+    ) -> Result {
+        let mut left = msecs_to_jiffies(timeout_ms);
+        loop {
+            stack_pin_init!(let wait = Wait::new(&self.j_wait_updates));
+            let handle_lock = is_locked(state).then(|| self.t_handle_lock.lock());
+            // Queue first, then check: a STOP after this sees us on the queue.
+            wait.as_ref().prepare_to_wait();
+            if self.t_updates.load(Relaxed) == 0 {
+                drop(handle_lock);
+                return Ok(());
+            }
+            drop(handle_lock);
+            if left == 0 {
+                return Err(ETIMEDOUT);
+            }
+            left = state.do_unlocked(|| schedule_timeout(left));
+            *slept = slept.wrapping_add(1);
+            if left == 0 {
+                // Ran out: an error even if t_updates is 0 by now.
+                return Err(ETIMEDOUT);
+            }
+        }
+    }
+
+    /// `lp_txn_commit()`: locks the transaction for commit, drains it
+    /// ([`Txn::wait_updates`]) and opens the next one (tid + 1). Fills `out`'s
+    /// tid, updates and credits (read under the exclusive lock: exact), slept
+    /// and wait_ns. On `ETIMEDOUT` the transaction runs on, unchanged.
+    pub(crate) fn commit(&self, timeout_ms: u32, out: &mut uapi::lp_txn_commit) -> Result {
+        // Dropped in reverse: `write_unlock()`, then `mutex_unlock()`.
+        let _commit = self.j_commit_mutex.lock();
+        let mut state = self.j_state_lock.write();
+        state.t_state = uapi::LP_TXN_LOCKED_FOR_COMMIT;
+        out.tid = state.t_tid;
+        // Both counts are non-negative while the lock is held exclusively.
+        out.updates = self.t_updates.load(Relaxed) as u32;
+        out.credits = self.t_outstanding_credits.load(Relaxed) as u32;
+        out.slept = 0;
+        let t0 = Instant::<Monotonic>::now();
+        if let Err(e) = self.wait_updates(&mut state, timeout_ms, &mut out.slept) {
+            state.t_state = uapi::LP_TXN_RUNNING;
+            return Err(e);
+        }
+        out.wait_ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(0);
+        // Every handle gave its credits back (C's `WARN_ON_ONCE()`).
+        warn_on_once(self.t_outstanding_credits.load(Relaxed) != 0);
+        state.t_tid = state.t_tid.wrapping_add(1);
+        state.t_state = uapi::LP_TXN_RUNNING;
+        state.committed += 1;
+        Ok(())
+    }
+
+    /// `lp_txn_configure()`: sets the flavor and the credit limit. `EINVAL` for
+    /// an unknown flavor or a limit out of 1..=`LP_TXN_CREDITS_MAX` (checked
+    /// before the lock), `EBUSY` while a handle runs or a COMMIT is draining.
+    pub(crate) fn configure(&self, flavor: u32, max_credits: u32) -> Result {
+        if flavor >= uapi::LP_TXN_FLAVOR_COUNT
+            || max_credits == 0
+            || max_credits > uapi::LP_TXN_CREDITS_MAX
+        {
+            return Err(EINVAL);
+        }
+        let mut state = self.j_state_lock.write();
+        if self.t_updates.load(Relaxed) != 0 || state.t_state != uapi::LP_TXN_RUNNING {
+            return Err(EBUSY);
+        }
+        state.flavor = flavor;
+        // At most LP_TXN_CREDITS_MAX (above): fits an `i32`.
+        state.j_max_transaction_buffers = max_credits as i32;
+        Ok(())
+    }
+
+    /// `lp_txn_stat()`: fills `out` (all but `handles`, which the arena's table
+    /// counts), everything read under the exclusive `j_state_lock`, so that
+    /// `credits` includes no half-done EXTEND.
+    pub(crate) fn stat(&self, out: &mut uapi::lp_txn_stat) {
+        let state = self.j_state_lock.write();
+        out.flavor = state.flavor;
+        out.state = state.t_state;
+        out.tid = state.t_tid;
+        // As C's `atomic_read()` into a `__u32`.
+        out.updates = self.t_updates.load(Relaxed) as u32;
+        out.credits = self.t_outstanding_credits.load(Relaxed) as u32;
+        out.max_credits = state.j_max_transaction_buffers as u32;
+        out.committed = state.committed;
+        out.late_starts = self.late_starts.load(Relaxed);
+    }
+}
+
+/// C's `WARN_ON_ONCE(cond)` for [`Txn::commit`]'s one call site: Rust 7.3 has
+/// `warn_on!` only. Any WARN fails the run; once keeps the log readable.
+fn warn_on_once(cond: bool) {
+    static WARNED: Atomic<bool> = Atomic::new(false);
+    if cond && !WARNED.xchg(true, Relaxed) {
+        kernel::warn_on!(true);
+    }
+}
