@@ -36,12 +36,13 @@ use kernel::{
 use crate::{
     arena::{Arena, LIVE_ARENAS, LIVE_HANDLES},
     gadget::{self, Gadget, GadgetRef, LIVE_GADGETS},
-    rmw, uapi,
+    rmw,
+    txn::{Txn, TxnHandle},
+    uapi,
 };
 
 const ALL_FLAVORS: u32 = (1 << uapi::LP_FLAVOR_COUNT) - 1;
-/// The transaction's ops are not implemented yet.
-const ALL_OPS: u64 = (1 << uapi::LP_OP_TXN_START_STOP) - 1;
+const ALL_OPS: u64 = (1 << uapi::LP_OP_COUNT) - 1;
 const ALL_TXN_FLAVORS: u32 = (1 << uapi::LP_TXN_FLAVOR_COUNT) - 1;
 
 /// The registration of `/dev/lockless_rust`.
@@ -277,9 +278,88 @@ fn lp_run_id(arena: &Arena, r: &uapi::lp_run) -> u64 {
     r.value
 }
 
+/// RUN TXN_START_STOP's iteration: a handle of its own (not in the table),
+/// started and stopped at once. Returns 1 completed, 0 refused (locked for
+/// commit, counted in `failed`).
+fn lp_run_txn_start_stop(txn: &Txn, r: &mut uapi::lp_run) -> Result<u64> {
+    match txn.start() {
+        Ok(h) => {
+            txn.stop(h);
+            Ok(1)
+        }
+        Err(e) if e == EAGAIN => {
+            r.failed += 1;
+            Ok(0)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// RUN TXN_EXTEND's iteration on the loop's private handle `h`, started here
+/// when there is none: extends it by `value` and gives the credits back at once.
+/// Returns 1 completed, 0 refused (counted in `failed`): a START or an EXTEND
+/// refused because a COMMIT locked the transaction (the handle is then stopped,
+/// so that the drain can end), or an EXTEND over the limit.
+fn lp_run_txn_extend(txn: &Txn, r: &mut uapi::lp_run, h: &mut Option<TxnHandle>) -> Result<u64> {
+    // `lp_run()` checked `value`: 1..=LP_TXN_CREDITS_MAX.
+    let nblocks = u32::try_from(r.value).map_err(|_| EINVAL)?;
+    let handle = match h {
+        Some(handle) => handle,
+        None => match txn.start() {
+            Ok(new) => h.insert(new),
+            Err(e) if e == EAGAIN => {
+                r.failed += 1;
+                return Ok(0);
+            }
+            Err(e) => return Err(e),
+        },
+    };
+    match txn.extend(handle, nblocks) {
+        Ok(_) => {
+            txn.unextend(handle, nblocks);
+            Ok(1)
+        }
+        Err(e) if e == ENOSPC => {
+            r.failed += 1;
+            Ok(0)
+        }
+        Err(e) if e == EAGAIN => {
+            if let Some(stopped) = h.take() {
+                txn.stop(stopped);
+            }
+            r.failed += 1;
+            Ok(0)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// RUN TXN_EXTEND's private handle, stopped when the loop ends, on every way out
+/// of it.
+struct RunTxnHandle<'a> {
+    txn: &'a Txn,
+    h: Option<TxnHandle>,
+}
+
+impl Drop for RunTxnHandle<'_> {
+    fn drop(&mut self) {
+        if let Some(h) = self.h.take() {
+            self.txn.stop(h);
+        }
+    }
+}
+
 /// `lp_run_one()`: one iteration of a RUN loop. Returns 1 completed, 0 not.
-fn lp_run_one(arena: &Arena, r: &mut uapi::lp_run, g: Option<&GadgetRef>, i: u64) -> Result<u64> {
+fn lp_run_one(
+    arena: &Arena,
+    r: &mut uapi::lp_run,
+    g: Option<&GadgetRef>,
+    txn_h: &mut Option<TxnHandle>,
+    i: u64,
+) -> Result<u64> {
     let other = match r.op {
+        uapi::LP_OP_TXN_START_STOP => return lp_run_txn_start_stop(&arena.txn, r),
+        uapi::LP_OP_TXN_EXTEND => return lp_run_txn_extend(&arena.txn, r, txn_h),
         uapi::LP_OP_GET_PUT => {
             g.ok_or(EBADF)?.get().put();
             return Ok(1);
@@ -358,7 +438,8 @@ fn fatal_signal_pending() -> bool {
 /// GET_PUT, LOOKUP_PUT and NEW_PUT hold their own reference to the handle's
 /// gadget for the whole loop, so a concurrent PUT of the handle cannot free it.
 /// After each MAX op, its copy of the variable is read again ([`rmw::max_read`])
-/// and `broken` counts the ops it found below their operand.
+/// and `broken` counts the ops it found below their operand. TXN_EXTEND's
+/// private handle is stopped when the loop ends, however it ends.
 ///
 /// C calls `cond_resched()` per iteration; Rust 7.3 has no binding for it. On
 /// this kernel (`CONFIG_PREEMPTION`, no `CONFIG_PREEMPT_DYNAMIC`) the C call is
@@ -367,16 +448,16 @@ fn fatal_signal_pending() -> bool {
 fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut r, writer) = copy_in::<uapi::lp_run>(arg)?;
     // `value` is an RMW operand only for RMW ops; else an id, or ignored.
+    // A TXN_EXTEND value is a credit count.
     if r.op >= uapi::LP_OP_COUNT
         || (rmw::op_is_rmw(r.op) && r.value > u64::from(uapi::LP_RMW_VALUE_MAX))
+        || (r.op == uapi::LP_OP_TXN_EXTEND
+            && (r.value == 0 || r.value > u64::from(uapi::LP_TXN_CREDITS_MAX)))
     {
         return Err(EINVAL);
     }
     if r.iterations > u64::from(uapi::LP_RUN_MAX_ITERATIONS) {
         return Err(E2BIG);
-    }
-    if ALL_OPS & (1 << r.op) == 0 {
-        return Err(EOPNOTSUPP);
     }
     // The loop cannot be undone: as PUT, check the way back first.
     check_writable(arg, &r)?;
@@ -394,15 +475,20 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
     r.delta = 0;
     r.broken = 0;
     let mut completed = 0u64;
+    let mut txn_h = RunTxnHandle {
+        txn: &arena.txn,
+        h: None,
+    };
     let start = Instant::<Monotonic>::now();
     for i in 0..r.iterations {
-        completed += lp_run_one(arena, &mut r, g.as_ref(), i)?;
+        completed += lp_run_one(arena, &mut r, g.as_ref(), &mut txn_h.h, i)?;
         // Dying: nobody will read the answer (no -EINTR in the contract).
         if fatal_signal_pending() {
             return Err(EINTR);
         }
         kernel::task::might_sleep();
     }
+    drop(txn_h);
     r.elapsed_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(0);
     r.completed = completed;
     write_back(writer, &r)

@@ -205,6 +205,16 @@ impl Txn {
         Ok(wanted as u32)
     }
 
+    /// `lp_txn_unextend()`: gives back at once, with no lock, `nblocks` credits
+    /// that [`Txn::extend`] granted to `h` (RUN TXN_EXTEND's loop). As STOP's
+    /// give-back, an `atomic_sub()`.
+    pub(crate) fn unextend(&self, h: &mut TxnHandle, nblocks: u32) {
+        // `nblocks` was granted, so it is at most the limit and fits an `i32`.
+        self.t_outstanding_credits
+            .fetch_sub(nblocks as i32, Relaxed);
+        h.credits -= nblocks;
+    }
+
     /// `lp_txn_wait_updates()`: `jbd2_journal_wait_updates()`. Called and
     /// returning with `j_state_lock` held exclusively (`state`); drops it while it
     /// sleeps. Waits until `t_updates` is 0, or answers `ETIMEDOUT` once it slept
