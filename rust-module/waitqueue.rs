@@ -175,11 +175,15 @@ impl PinnedDrop for Wait<'_> {
 
 /// `schedule_timeout()`: sleeps in the state [`Wait::prepare_to_wait`] set, until a
 /// wakeup or until `timeout` jiffies have passed. Returns the jiffies left, 0 when
-/// the time ran out. Must not be called with a spinning lock held.
+/// the time ran out. Must not be called with a spinning lock held (a bug that
+/// `CONFIG_DEBUG_ATOMIC_SLEEP` and lockdep report, not a memory-safety one, as for
+/// `kernel::sync::CondVar`, whose waits are safe functions too).
 pub(crate) fn schedule_timeout(timeout: Jiffies) -> Jiffies {
     let timeout = timeout.try_into().unwrap_or(MAX_SCHEDULE_TIMEOUT);
-    // SAFETY: `schedule_timeout()` accepts any non-negative timeout (`timeout` is
-    // at most `MAX_SCHEDULE_TIMEOUT`); the caller sleeps in process context.
+    // SAFETY: `schedule_timeout()` has no precondition a caller could break
+    // through memory: it accepts any timeout (`timeout` is 0..=MAX_SCHEDULE_TIMEOUT
+    // here), and in the `TASK_RUNNING` state it just yields. Called where sleeping
+    // is not allowed, the scheduler reports it ("scheduling while atomic").
     let left = unsafe { bindings::schedule_timeout(timeout) };
     left.try_into().unwrap_or(0)
 }
