@@ -26,6 +26,7 @@ use kernel::{
     prelude::*,
     sync::{
         atomic::{Atomic, Full, Relaxed},
+        barrier::{smp_mb, Read},
         Mutex, SpinLock,
     },
     time::{msecs_to_jiffies, Instant, Monotonic},
@@ -152,13 +153,15 @@ impl Txn {
     ///
     /// `atomic_dec_and_test()` (`fetch_sub(Full)`) is fully ordered: the credits
     /// given back, and everything the handle did, are visible before its
-    /// decrement. `wake_up()` needs no lock around the test because the committer
-    /// queued itself on `j_wait_updates` ([`Wait::prepare_to_wait`], which takes
-    /// the wait-queue lock and sets the task state with a full barrier,
-    /// `set_current_state()`) before it read `t_updates`, and `wake_up()` takes
-    /// the same wait-queue lock: either the committer's read sees this decrement,
-    /// or this waker sees the committer on the queue and wakes it (litmus
-    /// `shared-tests/litmus/jbd2-drain-wakeup.litmus`).
+    /// decrement. `wake_up()` needs no transaction lock because the committer
+    /// queued itself on `j_wait_updates` ([`Wait::prepare_to_wait`], under the
+    /// wait-queue lock) before it read `t_updates`, and `wake_up()` takes the same
+    /// wait-queue lock: if the waker's critical section comes first, the
+    /// decrement before it is visible to the committer's read after its own
+    /// acquisition of that lock; if the committer's comes first, the waker finds
+    /// it queued and wakes it. The lock alone carries this (litmus
+    /// `shared-tests/litmus/jbd2-drain-wakeup.litmus`, which still answers
+    /// `Never` with a relaxed decrement and no `set_current_state()` barrier).
     pub(crate) fn stop(&self, h: TxnHandle) -> u32 {
         // `h.credits` <= the credit limit <= LP_TXN_CREDITS_MAX: fits an `i32`.
         // C's `atomic_sub()`: Rust 7.3 has no `sub()`, the unused fetch is the same.
@@ -274,6 +277,10 @@ impl Txn {
             return Err(e);
         }
         out.wait_ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(0);
+        // C's `smp_rmb()`: the read of `t_outstanding_credits` after the read of
+        // `t_updates` that saw zero, pairing with each STOP's fully ordered
+        // decrement, so that every credit given back before it is seen.
+        smp_mb(Read);
         // Every handle gave its credits back (C's `WARN_ON_ONCE()`).
         warn_on_once(self.t_outstanding_credits.load(Relaxed) != 0);
         state.t_tid = state.t_tid.wrapping_add(1);
