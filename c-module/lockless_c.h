@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * lockless_c.h - what device.c, arena.c, gadget.c and rmw.c share inside
+ * lockless_c.h - what device.c, arena.c, gadget.c, rmw.c and txn.c share inside
  * lockless_c.ko. Not a contract: that is shared-tests/lockless_uapi.h.
  */
 #ifndef _LOCKLESS_C_H
@@ -13,6 +13,7 @@
 #include <linux/rwsem.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
+#include <linux/wait.h>
 #include <linux/xarray.h>
 
 #include "lockless_uapi.h"
@@ -63,6 +64,56 @@ struct lp_gadget {
 };
 
 /**
+ * struct lp_txn - the arena's transaction: jbd2's transaction_t and the
+ *		   parts of journal_t that guard it
+ * @j_state_lock: START and EXTEND take it shared, COMMIT, STAT and
+ *		  TXN_CONFIGURE exclusive
+ * @j_wait_updates: the drain's wait queue; the last STOP wakes it
+ * @t_handle_lock: TXN_LOCKED only: the spinlock commit f7f497cb7024 killed
+ * @j_commit_mutex: serializes the COMMITs of one arena
+ * @flavor: enum lp_txn_flavor; written under @j_state_lock exclusive
+ * @t_state: enum lp_txn_state; written under @j_state_lock exclusive
+ * @t_tid: the transaction's id; written under @j_state_lock exclusive
+ * @j_max_transaction_buffers: the credit limit; written under
+ *			       @j_state_lock exclusive
+ * @t_updates: handles running in the transaction
+ * @t_outstanding_credits: credits granted to running handles (plus, for a
+ *			   moment, requests being checked in TXN_ATOMIC)
+ * @committed: COMMITs that succeeded; under @j_state_lock exclusive
+ * @late_starts: STARTs that saw @t_tid change under them (0 unless broken)
+ *
+ * One transaction per arena, reused: a COMMIT opens the next one in its
+ * place (@t_tid + 1) instead of allocating it.
+ */
+struct lp_txn {
+	rwlock_t j_state_lock;
+	wait_queue_head_t j_wait_updates;
+	spinlock_t t_handle_lock;	/* TXN_LOCKED only */
+	struct mutex j_commit_mutex;
+	u32 flavor;
+	u32 t_state;
+	u64 t_tid;
+	int j_max_transaction_buffers;
+	atomic_t t_updates;
+	atomic_t t_outstanding_credits;
+	u64 committed;
+	atomic64_t late_starts;
+};
+
+/**
+ * struct lp_txn_handle - jbd2's handle_t: one update of the transaction
+ * @tid: the transaction it was started in
+ * @credits: credits granted to it, given back by lp_txn_stop()
+ *
+ * Only its owner touches it (jbd2's handle lives in its task_struct), so
+ * its fields need no lock of their own.
+ */
+struct lp_txn_handle {
+	u64 tid;
+	u32 credits;
+};
+
+/**
  * struct lp_arena - one open file of /dev/lockless_c
  * @flavor: enum lp_flavor, fixed by the first NEW
  * @configured: a NEW has succeeded; @flavor can no longer change
@@ -83,6 +134,7 @@ struct lp_gadget {
  * @max_locked: jbd2's t_max_wait before the patch, under @max_lock
  * @max_lock: jbd2's t_handle_lock
  * @floor: private counter of the ATOMIC_FLOOR op
+ * @txn: the transaction (TXN ioctls and RUN ops)
  */
 struct lp_arena {
 	u32 flavor;
@@ -103,6 +155,7 @@ struct lp_arena {
 	unsigned long max_locked;
 	spinlock_t max_lock;		/* @max_locked */
 	atomic_t floor;
+	struct lp_txn txn;
 };
 
 /*
@@ -150,5 +203,18 @@ int lp_rmw(struct lp_arena *arena, u32 op, u64 value, struct lp_rmw *out);
 bool lp_op_is_rmw(u32 op);
 bool lp_op_is_max(u32 op);
 u64 lp_max_read(struct lp_arena *arena, u32 op);
+
+/* txn.c */
+void lp_txn_init(struct lp_txn *txn);
+int lp_txn_start(struct lp_txn *txn, struct lp_txn_handle *h);
+u32 lp_txn_stop(struct lp_txn *txn, struct lp_txn_handle *h);
+int lp_txn_extend(struct lp_txn *txn, struct lp_txn_handle *h, u32 nblocks,
+		  u32 *seen);
+void lp_txn_unextend(struct lp_txn *txn, struct lp_txn_handle *h,
+		     u32 nblocks);
+int lp_txn_commit(struct lp_txn *txn, u32 timeout_ms,
+		  struct lp_txn_commit *out);
+int lp_txn_configure(struct lp_txn *txn, u32 flavor, u32 max_credits);
+void lp_txn_stat(struct lp_txn *txn, struct lp_txn_stat *out);
 
 #endif /* _LOCKLESS_C_H */

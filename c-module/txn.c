@@ -1,0 +1,340 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * txn.c - the transaction of jbd2 (fs/jbd2/transaction.c) around commit
+ * f7f497cb7024 ("jbd2: kill t_handle_lock transaction spinlock"): the
+ * t_updates drain of jbd2_journal_wait_updates() and the credit check of
+ * jbd2_journal_extend(), with t_handle_lock (TXN_LOCKED, before the patch)
+ * and without it (TXN_ATOMIC, after).
+ *
+ * Handles start and stop under nothing more than the shared j_state_lock
+ * (STOP under no lock at all); COMMIT takes j_state_lock exclusive, marks
+ * the transaction locked, sleeps until t_updates is zero and opens the
+ * next transaction in its place. rust-module/txn.rs is the mirror: the
+ * same functions in the same order.
+ */
+
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/atomic.h>
+#include <linux/bug.h>
+#include <linux/compiler.h>
+#include <linux/jiffies.h>
+#include <linux/ktime.h>
+#include <linux/sched.h>
+#include <linux/spinlock.h>
+#include <linux/wait.h>
+
+#include "lockless_c.h"
+
+/**
+ * lp_txn_init() - initialise a new arena's transaction
+ * @txn: the transaction, zeroed
+ *
+ * TXN_LOCKED, LP_TXN_CREDITS_DEFAULT credits, running, tid 0. Every lock
+ * is initialised whatever the flavor, so that TXN_CONFIGURE may switch.
+ */
+void lp_txn_init(struct lp_txn *txn)
+{
+	rwlock_init(&txn->j_state_lock);
+	init_waitqueue_head(&txn->j_wait_updates);
+	spin_lock_init(&txn->t_handle_lock);
+	mutex_init(&txn->j_commit_mutex);
+	txn->flavor = LP_TXN_LOCKED;
+	txn->t_state = LP_TXN_RUNNING;
+	txn->t_tid = 0;
+	txn->j_max_transaction_buffers = LP_TXN_CREDITS_DEFAULT;
+	atomic_set(&txn->t_updates, 0);
+	atomic_set(&txn->t_outstanding_credits, 0);
+	atomic64_set(&txn->late_starts, 0);
+}
+
+/**
+ * lp_txn_start() - count a new handle in the running transaction
+ * @txn: the transaction
+ * @h: the handle, owned by the caller
+ *
+ * jbd2's start_this_handle(). The check of @t_state and the increment of
+ * @t_updates both run under the shared j_state_lock, and the committer
+ * takes it exclusive to lock the transaction and to read @t_updates
+ * (commit message 1.b): it excludes the whole check-and-increment, so a
+ * START either counted its handle before the committer's lock (and the
+ * drain waits for it) or sees the transaction locked and answers -EAGAIN;
+ * it never counts a handle the drain has already seen zero without.
+ * Litmus: shared-tests/litmus/jbd2-start-vs-drain.litmus. The re-read of
+ * @t_tid after the increment counts, in @late_starts, the STARTs that
+ * break this (always 0 here).
+ *
+ * Return: 0, or -EAGAIN if the transaction is locked for commit.
+ */
+int lp_txn_start(struct lp_txn *txn, struct lp_txn_handle *h)
+{
+	u64 tid;
+
+	read_lock(&txn->j_state_lock);
+	if (txn->t_state != LP_TXN_RUNNING) {
+		read_unlock(&txn->j_state_lock);
+		return -EAGAIN;
+	}
+	tid = txn->t_tid;
+	atomic_inc(&txn->t_updates);
+	if (READ_ONCE(txn->t_tid) != tid)
+		atomic64_inc(&txn->late_starts);
+	read_unlock(&txn->j_state_lock);
+	h->tid = tid;
+	h->credits = 0;
+	return 0;
+}
+
+/**
+ * lp_txn_stop() - give a handle's credits back and uncount it
+ * @txn: the transaction
+ * @h: a handle lp_txn_start() counted; the caller frees it after
+ *
+ * jbd2's stop_this_handle(), under no lock in either flavor (jbd2 took
+ * none here before the patch either). atomic_dec_and_test() is fully
+ * ordered: the credits given back are seen by whoever sees the handle
+ * gone. wake_up() needs no lock because the committer queued itself
+ * (prepare_to_wait(), which takes the wait-queue lock and sets the task
+ * state with a full barrier, set_current_state()) before it read
+ * @t_updates, and wake_up() takes the same wait-queue lock: either the
+ * committer's read sees this decrement, or this wake_up() sees the
+ * committer on the queue. No wakeup is lost. Litmus:
+ * shared-tests/litmus/jbd2-drain-wakeup.litmus.
+ *
+ * Return: the credits the handle gave back.
+ */
+u32 lp_txn_stop(struct lp_txn *txn, struct lp_txn_handle *h)
+{
+	atomic_sub(h->credits, &txn->t_outstanding_credits);
+	if (atomic_dec_and_test(&txn->t_updates))
+		wake_up(&txn->j_wait_updates);
+	return h->credits;
+}
+
+/**
+ * lp_txn_extend() - grant a running handle @nblocks more credits
+ * @txn: the transaction
+ * @h: a handle lp_txn_start() counted, owned by the caller
+ * @nblocks: the credits wanted, 1..LP_TXN_CREDITS_MAX
+ * @seen: out: @t_outstanding_credits with this request added
+ *
+ * jbd2_journal_extend(). The add-return and its undo run under the shared
+ * j_state_lock, so a holder of the exclusive lock (COMMIT, STAT) never
+ * sees an extend half done. In TXN_ATOMIC, other extends run between the
+ * add and the undo: the sum may overshoot the limit for a moment, and an
+ * extend may be refused because of a request that is itself refused, but
+ * what is granted never exceeds the limit (each grant checked a sum that
+ * includes every credit granted before it). TXN_LOCKED does the same
+ * under t_handle_lock, so no one sees an overshoot. Litmus:
+ * shared-tests/litmus/jbd2-extend-undo.litmus.
+ *
+ * Return: 0, -EAGAIN if the transaction is locked for commit, -ENOSPC if
+ * the credits granted would exceed the limit (nothing granted then).
+ */
+int lp_txn_extend(struct lp_txn *txn, struct lp_txn_handle *h, u32 nblocks,
+		  u32 *seen)
+{
+	bool locked;
+	int wanted, err;
+
+	read_lock(&txn->j_state_lock);
+	if (txn->t_state != LP_TXN_RUNNING) {
+		err = -EAGAIN;
+		goto unlock;
+	}
+	/* TXN_CONFIGURE cannot change it: this handle keeps t_updates up. */
+	locked = txn->flavor == LP_TXN_LOCKED;
+	if (locked)
+		spin_lock(&txn->t_handle_lock);
+	wanted = atomic_add_return(nblocks, &txn->t_outstanding_credits);
+	if (wanted > txn->j_max_transaction_buffers) {
+		atomic_sub(nblocks, &txn->t_outstanding_credits);
+		err = -ENOSPC;
+	} else {
+		h->credits += nblocks;
+		*seen = wanted;
+		err = 0;
+	}
+	if (locked)
+		spin_unlock(&txn->t_handle_lock);
+unlock:
+	read_unlock(&txn->j_state_lock);
+	return err;
+}
+
+/**
+ * lp_txn_unextend() - give @nblocks of a handle's credits back at once
+ * @txn: the transaction
+ * @h: a running handle owned by the caller, granted at least @nblocks
+ * @nblocks: the credits given back
+ *
+ * The RUN loop of TXN_EXTEND, which extends and gives back per iteration.
+ * No lock: like lp_txn_stop(), giving credits back only lowers the sum,
+ * and the handle still counts in @t_updates, so the drain cannot end
+ * before the handle's lp_txn_stop(), whose fully ordered
+ * atomic_dec_and_test() comes after this atomic_sub().
+ */
+void lp_txn_unextend(struct lp_txn *txn, struct lp_txn_handle *h,
+		     u32 nblocks)
+{
+	atomic_sub(nblocks, &txn->t_outstanding_credits);
+	h->credits -= nblocks;
+}
+
+/**
+ * lp_txn_wait_updates() - sleep until no handle runs in the transaction
+ * @txn: the transaction, locked for commit
+ * @timeout_ms: the longest the drain may sleep in all; 0: do not sleep
+ * @slept: out: incremented for each sleep
+ *
+ * jbd2_journal_wait_updates(), with t_handle_lock around the check in
+ * TXN_LOCKED. Called, and returns, with j_state_lock held exclusive; drops
+ * it while it sleeps. The task queues itself on j_wait_updates
+ * (prepare_to_wait(): wait-queue lock, then set_current_state(), a full
+ * barrier) BEFORE it reads @t_updates, so that lp_txn_stop()'s
+ * atomic_dec_and_test() + wake_up() either is seen by the read or finds
+ * the task on the queue and wakes it (see lp_txn_stop(); litmus
+ * shared-tests/litmus/jbd2-drain-wakeup.litmus). A wakeup cannot be lost,
+ * so a sleep that runs out is an error, not a delay: -ETIMEDOUT even if
+ * @t_updates reached zero meanwhile.
+ *
+ * Return: 0 once @t_updates is zero, or -ETIMEDOUT.
+ */
+static int lp_txn_wait_updates(struct lp_txn *txn, u32 timeout_ms, u32 *slept)
+	__must_hold(&txn->j_state_lock)
+{
+	long left = msecs_to_jiffies(timeout_ms);
+	bool locked = txn->flavor == LP_TXN_LOCKED;
+
+	for (;;) {
+		DEFINE_WAIT(wait);
+
+		if (locked)
+			spin_lock(&txn->t_handle_lock);
+		prepare_to_wait(&txn->j_wait_updates, &wait,
+				TASK_UNINTERRUPTIBLE);
+		if (!atomic_read(&txn->t_updates)) {
+			if (locked)
+				spin_unlock(&txn->t_handle_lock);
+			finish_wait(&txn->j_wait_updates, &wait);
+			return 0;
+		}
+		if (locked)
+			spin_unlock(&txn->t_handle_lock);
+		if (!left) {
+			finish_wait(&txn->j_wait_updates, &wait);
+			return -ETIMEDOUT;
+		}
+		write_unlock(&txn->j_state_lock);
+		left = schedule_timeout(left);
+		(*slept)++;
+		write_lock(&txn->j_state_lock);
+		finish_wait(&txn->j_wait_updates, &wait);
+		if (!left)
+			return -ETIMEDOUT;
+	}
+}
+
+/**
+ * lp_txn_commit() - lock the transaction, drain it and open the next one
+ * @txn: the transaction
+ * @timeout_ms: the longest the drain may sleep, 0..LP_TXN_TIMEOUT_MAX_MS
+ * @out: out: slept, tid, updates, credits and wait_ns of the commit
+ *
+ * The start of jbd2_journal_commit_transaction(): under j_commit_mutex
+ * (one COMMIT per arena at a time), takes j_state_lock exclusive, which
+ * waits out every START and EXTEND in progress (see lp_txn_start() and
+ * lp_txn_extend()), marks the transaction locked for commit, so that new
+ * ones answer -EAGAIN, and reads @t_outstanding_credits exactly: no
+ * extend is half done. Then lp_txn_wait_updates(). After the drain, the
+ * smp_rmb() orders the read of @t_outstanding_credits after the read of
+ * @t_updates that saw zero, pairing with the full barrier of each
+ * lp_txn_stop()'s atomic_dec_and_test(): every credit given back before a
+ * handle stopped is seen, so the sum must be zero. On -ETIMEDOUT the
+ * transaction is running again, unchanged.
+ *
+ * Return: 0, or -ETIMEDOUT.
+ */
+int lp_txn_commit(struct lp_txn *txn, u32 timeout_ms,
+		  struct lp_txn_commit *out)
+{
+	u64 t0;
+	int err;
+
+	mutex_lock(&txn->j_commit_mutex);
+	write_lock(&txn->j_state_lock);
+	txn->t_state = LP_TXN_LOCKED_FOR_COMMIT;
+	out->slept = 0;
+	out->tid = txn->t_tid;
+	out->updates = atomic_read(&txn->t_updates);
+	out->credits = atomic_read(&txn->t_outstanding_credits);
+	t0 = ktime_get_ns();
+	err = lp_txn_wait_updates(txn, timeout_ms, &out->slept);
+	if (err) {
+		txn->t_state = LP_TXN_RUNNING;
+		goto unlock;
+	}
+	out->wait_ns = ktime_get_ns() - t0;
+	smp_rmb();	/* t_updates == 0, then the credits given back */
+	WARN_ON_ONCE(atomic_read(&txn->t_outstanding_credits) != 0);
+	WRITE_ONCE(txn->t_tid, txn->t_tid + 1);
+	txn->t_state = LP_TXN_RUNNING;
+	txn->committed++;
+unlock:
+	write_unlock(&txn->j_state_lock);
+	mutex_unlock(&txn->j_commit_mutex);
+	return err;
+}
+
+/**
+ * lp_txn_configure() - set the transaction's flavor and credit limit
+ * @txn: the transaction
+ * @flavor: an enum lp_txn_flavor value, already checked
+ * @max_credits: the new limit, already checked (1..LP_TXN_CREDITS_MAX)
+ *
+ * Under j_state_lock exclusive, so no START or EXTEND is in progress; and
+ * only with no handle running and no COMMIT draining, so no handle or
+ * drain that read the old flavor (which decides whether t_handle_lock is
+ * taken) is still using it.
+ *
+ * Return: 0, or -EBUSY if a handle runs or a COMMIT is draining.
+ */
+int lp_txn_configure(struct lp_txn *txn, u32 flavor, u32 max_credits)
+{
+	int err = 0;
+
+	write_lock(&txn->j_state_lock);
+	if (atomic_read(&txn->t_updates) ||
+	    txn->t_state != LP_TXN_RUNNING) {
+		err = -EBUSY;
+	} else {
+		txn->flavor = flavor;
+		txn->j_max_transaction_buffers = max_credits;
+	}
+	write_unlock(&txn->j_state_lock);
+	return err;
+}
+
+/**
+ * lp_txn_stat() - read the transaction's state and counters
+ * @txn: the transaction
+ * @out: out: every field but handles (the file's table, not the txn's)
+ *
+ * Everything is read under j_state_lock exclusive: no EXTEND is half done,
+ * so @t_outstanding_credits never shows a TXN_ATOMIC overshoot, and
+ * state, tid and counters are one consistent snapshot. Handles that stop
+ * meanwhile (no lock) may still lower @t_updates and the credits.
+ */
+void lp_txn_stat(struct lp_txn *txn, struct lp_txn_stat *out)
+{
+	write_lock(&txn->j_state_lock);
+	out->flavor = txn->flavor;
+	out->state = txn->t_state;
+	out->tid = txn->t_tid;
+	out->updates = atomic_read(&txn->t_updates);
+	out->credits = atomic_read(&txn->t_outstanding_credits);
+	out->max_credits = txn->j_max_transaction_buffers;
+	out->committed = txn->committed;
+	out->late_starts = atomic64_read(&txn->late_starts);
+	write_unlock(&txn->j_state_lock);
+}
