@@ -36,7 +36,8 @@ struct kmem_cache *lp_arena_cache;
  * lp_handle_publish() before it publishes one and until lp_handle_take()
  * takes it out again (PUT, and lp_arena_release_handles() at close()
  * for every handle still held), so
- * it never goes below zero. Relaxed.
+ * it never goes below zero. Transaction handles count the same way
+ * (lp_txn_handle_publish() .. lp_txn_handle_take(), txn.c). Relaxed.
  */
 atomic64_t lp_live_handles = ATOMIC64_INIT(0);
 
@@ -65,6 +66,8 @@ struct lp_arena *lp_arena_new(void)
 	mutex_init(&arena->handles_lock);
 	spin_lock_init(&arena->max_lock);
 	lp_txn_init(&arena->txn);
+	xa_init_flags(&arena->txn_handles, XA_FLAGS_ALLOC1);
+	mutex_init(&arena->txn_handles_lock);
 	return arena;
 }
 
@@ -157,13 +160,16 @@ void lp_arena_release_handles(struct lp_arena *arena)
 
 /**
  * lp_arena_free() - close()'s second half: free the arena
- * @arena: the arena, after lp_arena_release_handles()
+ * @arena: the arena, after lp_arena_release_handles() and
+ *	   lp_txn_release_handles()
  *
  * The arena stops counting in lp_live_arenas last, once its memory is freed.
  */
 void lp_arena_free(struct lp_arena *arena)
 {
 	xa_destroy(&arena->handles);
+	WARN_ON(!xa_empty(&arena->txn_handles));
+	xa_destroy(&arena->txn_handles);
 	WARN_ON(!xa_empty(&arena->registry));
 	xa_destroy(&arena->registry);
 	kmem_cache_free(lp_arena_cache, arena);

@@ -579,14 +579,16 @@ static int lp_open(struct inode *inode, struct file *file)
 }
 
 /*
- * close(): put every handle still held, which frees every gadget, then
- * free the arena; only then does it stop counting.
+ * close(): put every handle still held, which frees every gadget, and
+ * stop every transaction handle, then free the arena; only then does it
+ * stop counting.
  */
 static int lp_release(struct inode *inode, struct file *file)
 {
 	struct lp_arena *arena = file->private_data;
 
 	lp_arena_release_handles(arena);
+	lp_txn_release_handles(arena);
 	lp_arena_free(arena);
 	return 0;
 }

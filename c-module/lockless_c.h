@@ -105,8 +105,9 @@ struct lp_txn {
  * @tid: the transaction it was started in
  * @credits: credits granted to it, given back by lp_txn_stop()
  *
- * Only its owner touches it (jbd2's handle lives in its task_struct), so
- * its fields need no lock of their own.
+ * Only its owner touches it (jbd2's handle lives in its task_struct; ours
+ * in the file's table, under &lp_arena.txn_handles_lock, or on a RUN
+ * loop's stack), so its fields need no lock of their own.
  */
 struct lp_txn_handle {
 	u64 tid;
@@ -135,6 +136,12 @@ struct lp_txn_handle {
  * @max_lock: jbd2's t_handle_lock
  * @floor: private counter of the ATOMIC_FLOOR op
  * @txn: the transaction (TXN ioctls and RUN ops)
+ * @txn_handles: transaction handle -> struct lp_txn_handle, each entry
+ *		 one update counted in &lp_txn.t_updates; a reserved
+ *		 (XA_ZERO_ENTRY) slot reads as none, as in @handles
+ * @txn_handles_lock: held across EXTEND's use of a handle and STOP's
+ *		      removal of it, so that one cannot free it under the other
+ * @nr_txn_handles: published entries in @txn_handles
  */
 struct lp_arena {
 	u32 flavor;
@@ -156,6 +163,9 @@ struct lp_arena {
 	spinlock_t max_lock;		/* @max_locked */
 	atomic_t floor;
 	struct lp_txn txn;
+	struct xarray txn_handles;
+	struct mutex txn_handles_lock;	/* handle -> live lp_txn_handle */
+	atomic_t nr_txn_handles;
 };
 
 /*
@@ -216,5 +226,11 @@ int lp_txn_commit(struct lp_txn *txn, u32 timeout_ms,
 		  struct lp_txn_commit *out);
 int lp_txn_configure(struct lp_txn *txn, u32 flavor, u32 max_credits);
 void lp_txn_stat(struct lp_txn *txn, struct lp_txn_stat *out);
+int lp_txn_handle_reserve(struct lp_arena *arena, u32 *handle);
+void lp_txn_handle_release(struct lp_arena *arena, u32 handle);
+void lp_txn_handle_publish(struct lp_arena *arena, u32 handle,
+			   struct lp_txn_handle *h);
+struct lp_txn_handle *lp_txn_handle_take(struct lp_arena *arena, u32 handle);
+void lp_txn_release_handles(struct lp_arena *arena);
 
 #endif /* _LOCKLESS_C_H */

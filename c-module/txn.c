@@ -21,8 +21,10 @@
 #include <linux/jiffies.h>
 #include <linux/ktime.h>
 #include <linux/sched.h>
+#include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
+#include <linux/xarray.h>
 
 #include "lockless_c.h"
 
@@ -337,4 +339,83 @@ void lp_txn_stat(struct lp_txn *txn, struct lp_txn_stat *out)
 	out->committed = txn->committed;
 	out->late_starts = atomic64_read(&txn->late_starts);
 	write_unlock(&txn->j_state_lock);
+}
+
+/*
+ * The file's table of transaction handles, the gadget handle table's
+ * twin (arena.c): its own numbering 1..LP_MAX_HANDLES, each published
+ * entry one handle counted in t_updates and in lp_live_handles.
+ */
+
+/*
+ * Reserve a transaction handle: a slot that reads as empty (STOP and
+ * EXTEND answer -EBADF for it) until lp_txn_handle_publish() fills it or
+ * lp_txn_handle_release() gives it back. Return: 0, -ENOSPC or -ENOMEM.
+ */
+int lp_txn_handle_reserve(struct lp_arena *arena, u32 *handle)
+{
+	int err;
+
+	err = xa_alloc(&arena->txn_handles, handle, NULL,
+		       XA_LIMIT(1, LP_MAX_HANDLES), GFP_KERNEL);
+	return err == -EBUSY ? -ENOSPC : err;
+}
+
+void lp_txn_handle_release(struct lp_arena *arena, u32 handle)
+{
+	xa_release(&arena->txn_handles, handle);
+}
+
+/*
+ * Give the started handle @h to the reserved @handle. Counted before it
+ * is published, so a racing STOP cannot take the counts below 0; storing
+ * into a reserved slot allocates nothing, so it cannot fail.
+ */
+void lp_txn_handle_publish(struct lp_arena *arena, u32 handle,
+			   struct lp_txn_handle *h)
+{
+	atomic_inc(&arena->nr_txn_handles);
+	atomic64_inc(&lp_live_handles);
+	WARN_ON_ONCE(xa_is_err(xa_store(&arena->txn_handles, handle, h,
+					GFP_KERNEL)));
+}
+
+/*
+ * Take a transaction handle out of the table; the caller then owns it
+ * (stops and frees it). Under txn_handles_lock, so not while an EXTEND
+ * uses it. A reserved slot reads as NULL and is left alone.
+ */
+struct lp_txn_handle *lp_txn_handle_take(struct lp_arena *arena, u32 handle)
+{
+	struct lp_txn_handle *h;
+
+	mutex_lock(&arena->txn_handles_lock);
+	h = xa_load(&arena->txn_handles, handle);
+	if (h)
+		xa_erase(&arena->txn_handles, handle);
+	mutex_unlock(&arena->txn_handles_lock);
+	if (h) {
+		atomic_dec(&arena->nr_txn_handles);
+		atomic64_dec(&lp_live_handles);
+	}
+	return h;
+}
+
+/**
+ * lp_txn_release_handles() - close(): stop every transaction handle left
+ * @arena: the arena of the file being closed, before lp_arena_free()
+ *
+ * Takes out, stops (giving its credits back, and waking a drain that
+ * waits for it) and frees every handle still in the table.
+ */
+void lp_txn_release_handles(struct lp_arena *arena)
+{
+	struct lp_txn_handle *h;
+	unsigned long handle;
+
+	xa_for_each(&arena->txn_handles, handle, h) {
+		h = lp_txn_handle_take(arena, handle);
+		lp_txn_stop(&arena->txn, h);
+		kfree(h);
+	}
 }
