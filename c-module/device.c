@@ -7,12 +7,13 @@
  * shared-tests/lockless_uapi.h; rust-module/device.rs is its mirror.
  *
  * Each open file is an arena (struct lp_arena, arena.c): its handles,
- * gadgets and variables.
+ * gadgets and variables, and its transaction (txn.c).
  *
  * Every ioctl is all or nothing (see lockless_uapi.h): the ones that
- * create a handle reserve it, copy the answer out, then publish; the ones
- * whose effect cannot be undone (PUT, RMW, RUN) write the argument back
- * before they act.
+ * create a handle (NEW, GET, LOOKUP, TRYGET, TXN_START) reserve it, copy
+ * the answer out, then publish; the ones whose effect cannot be undone
+ * (PUT, RMW, RUN, TXN_STOP, TXN_EXTEND, TXN_COMMIT) write the argument
+ * back before they act.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -105,9 +106,47 @@ static_assert(sizeof(struct lp_run) ==
 	      LP_F(lp_run, delta) +
 	      LP_F(lp_run, broken) +
 	      LP_F(lp_run, reserved));
+static_assert(sizeof(struct lp_txn_configure) ==
+	      LP_F(lp_txn_configure, flavor) +
+	      LP_F(lp_txn_configure, max_credits) +
+	      LP_F(lp_txn_configure, reserved));
+static_assert(sizeof(struct lp_txn_start) ==
+	      LP_F(lp_txn_start, tid) +
+	      LP_F(lp_txn_start, handle) +
+	      LP_F(lp_txn_start, reserved));
+static_assert(sizeof(struct lp_txn_stop) ==
+	      LP_F(lp_txn_stop, handle) +
+	      LP_F(lp_txn_stop, credits) +
+	      LP_F(lp_txn_stop, reserved));
+static_assert(sizeof(struct lp_txn_extend) ==
+	      LP_F(lp_txn_extend, handle) +
+	      LP_F(lp_txn_extend, nblocks) +
+	      LP_F(lp_txn_extend, credits) +
+	      LP_F(lp_txn_extend, granted) +
+	      LP_F(lp_txn_extend, reserved));
+static_assert(sizeof(struct lp_txn_commit) ==
+	      LP_F(lp_txn_commit, timeout_ms) +
+	      LP_F(lp_txn_commit, slept) +
+	      LP_F(lp_txn_commit, tid) +
+	      LP_F(lp_txn_commit, updates) +
+	      LP_F(lp_txn_commit, credits) +
+	      LP_F(lp_txn_commit, wait_ns) +
+	      LP_F(lp_txn_commit, reserved));
+static_assert(sizeof(struct lp_txn_stat) ==
+	      LP_F(lp_txn_stat, flavor) +
+	      LP_F(lp_txn_stat, state) +
+	      LP_F(lp_txn_stat, tid) +
+	      LP_F(lp_txn_stat, updates) +
+	      LP_F(lp_txn_stat, credits) +
+	      LP_F(lp_txn_stat, max_credits) +
+	      LP_F(lp_txn_stat, handles) +
+	      LP_F(lp_txn_stat, committed) +
+	      LP_F(lp_txn_stat, late_starts) +
+	      LP_F(lp_txn_stat, reserved));
 #undef LP_F
 
 #define LP_ALL_FLAVORS	((1u << LP_FLAVOR_COUNT) - 1)
+#define LP_ALL_TXN_FLAVORS	((1u << LP_TXN_FLAVOR_COUNT) - 1)
 /* The transaction's ops are not implemented yet. */
 #define LP_ALL_OPS	((1ull << LP_OP_TXN_START_STOP) - 1)
 
@@ -195,6 +234,7 @@ static long lp_identify(void __user *argp)
 	strscpy(id.name, KBUILD_MODNAME, sizeof(id.name));
 	id.abi_version = LP_ABI_VERSION;
 	id.flavors = LP_ALL_FLAVORS;
+	id.txn_flavors = LP_ALL_TXN_FLAVORS;
 	id.ops = LP_ALL_OPS;
 	id.live_gadgets = atomic64_read(&lp_live_gadgets);
 	id.live_arenas = atomic64_read(&lp_live_arenas);
@@ -407,6 +447,152 @@ static long lp_rmw_ioctl(struct lp_arena *arena, void __user *argp)
 	return lp_write_back(argp, &r, sizeof(r));
 }
 
+static long lp_txn_configure_ioctl(struct lp_arena *arena, void __user *argp)
+{
+	struct lp_txn_configure c;
+	int err;
+
+	err = lp_copy_in(c, argp);
+	if (err)
+		return err;
+	if (c.flavor >= LP_TXN_FLAVOR_COUNT || !c.max_credits ||
+	    c.max_credits > LP_TXN_CREDITS_MAX)
+		return -EINVAL;
+	return lp_txn_configure(&arena->txn, c.flavor, c.max_credits);
+}
+
+/*
+ * START, all or nothing, as NEW: reserve the handle and allocate it,
+ * start it, copy the answer out, and only then publish. If the copy
+ * fails, the handle is stopped again (which may wake a drain) and
+ * nothing stays behind.
+ */
+static long lp_txn_start_ioctl(struct lp_arena *arena, void __user *argp)
+{
+	struct lp_txn_handle *h;
+	struct lp_txn_start a;
+	int err;
+
+	err = lp_copy_in(a, argp);
+	if (err)
+		return err;
+	err = lp_txn_handle_reserve(arena, &a.handle);
+	if (err)
+		return err;
+	h = kmalloc_obj(*h);
+	if (!h) {
+		err = -ENOMEM;
+		goto out_release;
+	}
+	err = lp_txn_start(&arena->txn, h);
+	if (err)
+		goto out_free;
+	a.tid = h->tid;
+	err = lp_copy_out(argp, &a, sizeof(a));
+	if (err) {
+		lp_txn_stop(&arena->txn, h);
+		goto out_free;
+	}
+	lp_txn_handle_publish(arena, a.handle, h);
+	return 0;
+
+out_free:
+	kfree(h);
+out_release:
+	lp_txn_handle_release(arena, a.handle);
+	return err;
+}
+
+/*
+ * STOP cannot be undone: as PUT, check that the answer can be written
+ * before the handle is consumed; a failure of the last copy is ignored.
+ */
+static long lp_txn_stop_ioctl(struct lp_arena *arena, void __user *argp)
+{
+	struct lp_txn_handle *h;
+	struct lp_txn_stop a;
+	int err;
+
+	err = lp_copy_in(a, argp);
+	if (err)
+		return err;
+	err = lp_check_writable(a, argp);
+	if (err)
+		return err;
+	h = lp_txn_handle_take(arena, a.handle);
+	if (!h)
+		return -EBADF;
+	a.credits = lp_txn_stop(&arena->txn, h);
+	kfree(h);
+	return lp_write_back(argp, &a, sizeof(a));
+}
+
+/*
+ * EXTEND cannot be undone either. txn_handles_lock keeps the handle in
+ * the table, so a STOP of it waits, while lp_txn_extend() uses it.
+ */
+static long lp_txn_extend_ioctl(struct lp_arena *arena, void __user *argp)
+{
+	struct lp_txn_handle *h;
+	struct lp_txn_extend a;
+	int err;
+
+	err = lp_copy_in(a, argp);
+	if (err)
+		return err;
+	if (!a.nblocks || a.nblocks > LP_TXN_CREDITS_MAX)
+		return -EINVAL;
+	err = lp_check_writable(a, argp);
+	if (err)
+		return err;
+
+	mutex_lock(&arena->txn_handles_lock);
+	h = xa_load(&arena->txn_handles, a.handle);
+	if (!h) {
+		err = -EBADF;
+	} else {
+		err = lp_txn_extend(&arena->txn, h, a.nblocks, &a.credits);
+		a.granted = h->credits;
+	}
+	mutex_unlock(&arena->txn_handles_lock);
+	if (err)
+		return err;
+	return lp_write_back(argp, &a, sizeof(a));
+}
+
+/* COMMIT cannot be undone: as PUT, check the way back first. */
+static long lp_txn_commit_ioctl(struct lp_arena *arena, void __user *argp)
+{
+	struct lp_txn_commit c;
+	int err;
+
+	err = lp_copy_in(c, argp);
+	if (err)
+		return err;
+	if (c.timeout_ms > LP_TXN_TIMEOUT_MAX_MS)
+		return -EINVAL;
+	err = lp_check_writable(c, argp);
+	if (err)
+		return err;
+	err = lp_txn_commit(&arena->txn, c.timeout_ms, &c);
+	if (err)
+		return err;
+	return lp_write_back(argp, &c, sizeof(c));
+}
+
+static long lp_txn_stat_ioctl(struct lp_arena *arena, void __user *argp)
+{
+	struct lp_txn_stat s;
+	int err;
+
+	err = lp_copy_in(s, argp);
+	if (err)
+		return err;
+	lp_txn_stat(&arena->txn, &s);
+	s.handles = atomic_read(&arena->nr_txn_handles);
+	return lp_copy_out(argp, &s, sizeof(s));
+}
+
 static u64 lp_run_id(struct lp_arena *arena, const struct lp_run *r)
 {
 	if (r->value == LP_ID_NEWEST)
@@ -563,6 +749,18 @@ static long lp_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return lp_rmw_ioctl(arena, argp);
 	case LP_IOC_RUN:
 		return lp_run(arena, argp);
+	case LP_IOC_TXN_CONFIGURE:
+		return lp_txn_configure_ioctl(arena, argp);
+	case LP_IOC_TXN_START:
+		return lp_txn_start_ioctl(arena, argp);
+	case LP_IOC_TXN_STOP:
+		return lp_txn_stop_ioctl(arena, argp);
+	case LP_IOC_TXN_EXTEND:
+		return lp_txn_extend_ioctl(arena, argp);
+	case LP_IOC_TXN_COMMIT:
+		return lp_txn_commit_ioctl(arena, argp);
+	case LP_IOC_TXN_STAT:
+		return lp_txn_stat_ioctl(arena, argp);
 	default:
 		return -ENOTTY;
 	}
