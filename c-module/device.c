@@ -147,8 +147,7 @@ static_assert(sizeof(struct lp_txn_stat) ==
 
 #define LP_ALL_FLAVORS	((1u << LP_FLAVOR_COUNT) - 1)
 #define LP_ALL_TXN_FLAVORS	((1u << LP_TXN_FLAVOR_COUNT) - 1)
-/* The transaction's ops are not implemented yet. */
-#define LP_ALL_OPS	((1ull << LP_OP_TXN_START_STOP) - 1)
+#define LP_ALL_OPS	((1ull << LP_OP_COUNT) - 1)
 
 static int lp_copy_in_checked(void *dst, const void __user *argp, size_t size,
 			      size_t reserved_off, size_t reserved_len)
@@ -600,9 +599,67 @@ static u64 lp_run_id(struct lp_arena *arena, const struct lp_run *r)
 	return r->value;
 }
 
+/*
+ * The handle a TXN_EXTEND loop extends: its own, not in the file's
+ * table, started lazily and stopped whenever COMMIT locks the
+ * transaction (so that the drain can end), and when the loop ends.
+ */
+struct lp_run_txn {
+	struct lp_txn_handle h;
+	bool started;
+};
+
+/*
+ * One TXN_START_STOP iteration: a handle on the stack, started and
+ * stopped. Return: 1, or 0 (r->failed counted) if the start was refused.
+ */
+static int lp_run_txn_start_stop(struct lp_txn *txn, struct lp_run *r)
+{
+	struct lp_txn_handle h;
+
+	if (lp_txn_start(txn, &h)) {
+		r->failed++;
+		return 0;
+	}
+	lp_txn_stop(txn, &h);
+	return 1;
+}
+
+/*
+ * One TXN_EXTEND iteration: start the loop's handle if need be, extend it
+ * by r->value and give the credits back at once, so the loop can run
+ * forever near the limit. On -EAGAIN the handle is stopped, letting the
+ * COMMIT's drain end. Return: 1 granted, or 0 (r->failed counted).
+ */
+static int lp_run_txn_extend(struct lp_txn *txn, struct lp_run *r,
+			     struct lp_run_txn *t)
+{
+	u32 seen;
+	int err;
+
+	if (!t->started) {
+		if (lp_txn_start(txn, &t->h)) {
+			r->failed++;
+			return 0;
+		}
+		t->started = true;
+	}
+	err = lp_txn_extend(txn, &t->h, r->value, &seen);
+	if (!err) {
+		lp_txn_unextend(txn, &t->h, r->value);
+		return 1;
+	}
+	if (err == -EAGAIN) {
+		lp_txn_stop(txn, &t->h);
+		t->started = false;
+	}
+	r->failed++;
+	return 0;
+}
+
 /* One iteration of a RUN loop. Return: 1 completed, 0 not, or -errno. */
 static int lp_run_one(struct lp_arena *arena, struct lp_run *r,
-		      struct lp_gadget *g, u64 i)
+		      struct lp_gadget *g, struct lp_run_txn *t, u64 i)
 {
 	struct lp_gadget *other;
 	struct lp_rmw out;
@@ -630,6 +687,10 @@ static int lp_run_one(struct lp_arena *arena, struct lp_run *r,
 	case LP_OP_ATOMIC_FLOOR:
 		atomic_inc(&arena->floor);
 		return 1;
+	case LP_OP_TXN_START_STOP:
+		return lp_run_txn_start_stop(&arena->txn, r);
+	case LP_OP_TXN_EXTEND:
+		return lp_run_txn_extend(&arena->txn, r, t);
 	default:
 		/* The RUN handle of an RMW op is the step between operands. */
 		v = min_t(u64, r->value + i * (r->handle ?: 1), LP_RMW_VALUE_MAX);
@@ -658,11 +719,13 @@ static int lp_run_one(struct lp_arena *arena, struct lp_run *r,
  * gadget for the whole loop, so a concurrent PUT of the handle cannot free
  * it. After each MAX op, its copy of the variable is read again
  * (lp_max_read()) and @broken counts the ops it found below their operand.
+ * TXN_EXTEND's handle, if started, is stopped however the loop ends.
  *
  * Return: 0 or -errno (see struct lp_run).
  */
 static long lp_run(struct lp_arena *arena, void __user *argp)
 {
+	struct lp_run_txn t = { .started = false };
 	struct lp_gadget *g = NULL;
 	u64 i, start, completed = 0;
 	struct lp_run r;
@@ -671,14 +734,14 @@ static long lp_run(struct lp_arena *arena, void __user *argp)
 	err = lp_copy_in(r, argp);
 	if (err)
 		return err;
-	/* @value is an RMW operand only for RMW ops; else an id, or ignored. */
+	/* @value: an RMW operand, an id, TXN_EXTEND's credits, or ignored. */
 	if (r.op >= LP_OP_COUNT ||
-	    (lp_op_is_rmw(r.op) && r.value > LP_RMW_VALUE_MAX))
+	    (lp_op_is_rmw(r.op) && r.value > LP_RMW_VALUE_MAX) ||
+	    (r.op == LP_OP_TXN_EXTEND &&
+	     (!r.value || r.value > LP_TXN_CREDITS_MAX)))
 		return -EINVAL;
 	if (r.iterations > LP_RUN_MAX_ITERATIONS)
 		return -E2BIG;
-	if (!(LP_ALL_OPS & BIT_ULL(r.op)))
-		return -EOPNOTSUPP;
 	/* The loop cannot be undone: as PUT, check the way back first. */
 	err = lp_check_writable(r, argp);
 	if (err)
@@ -701,7 +764,7 @@ static long lp_run(struct lp_arena *arena, void __user *argp)
 	r.broken = 0;
 	start = ktime_get_ns();
 	for (i = 0; i < r.iterations; i++) {
-		err = lp_run_one(arena, &r, g, i);
+		err = lp_run_one(arena, &r, g, &t, i);
 		if (err < 0)
 			goto out;
 		completed += err;
@@ -716,6 +779,8 @@ static long lp_run(struct lp_arena *arena, void __user *argp)
 	r.completed = completed;
 	err = lp_write_back(argp, &r, sizeof(r));
 out:
+	if (t.started)
+		lp_txn_stop(&arena->txn, &t.h);
 	if (g)
 		lp_gadget_put(g);
 	return err;
