@@ -95,13 +95,15 @@ int lp_txn_start(struct lp_txn *txn, struct lp_txn_handle *h)
  * jbd2's stop_this_handle(), under no lock in either flavor (jbd2 took
  * none here before the patch either). atomic_dec_and_test() is fully
  * ordered: the credits given back are seen by whoever sees the handle
- * gone. wake_up() needs no lock because the committer queued itself
- * (prepare_to_wait(), which takes the wait-queue lock and sets the task
- * state with a full barrier, set_current_state()) before it read
- * @t_updates, and wake_up() takes the same wait-queue lock: either the
- * committer's read sees this decrement, or this wake_up() sees the
- * committer on the queue. No wakeup is lost. Litmus:
- * shared-tests/litmus/jbd2-drain-wakeup.litmus.
+ * gone. wake_up() needs no transaction lock because the committer queued
+ * itself (prepare_to_wait(), under the wait-queue lock) before it read
+ * @t_updates, and wake_up() takes the same wait-queue lock: if the
+ * waker's critical section comes first, the decrement before it is
+ * visible to the committer's read after its own acquisition of that lock;
+ * if the committer's comes first, wake_up() finds it queued. No wakeup
+ * is lost. The lock alone carries this: the litmus test
+ * shared-tests/litmus/jbd2-drain-wakeup.litmus still answers Never with a
+ * relaxed decrement and without set_current_state()'s barrier.
  *
  * Return: the credits the handle gave back.
  */
