@@ -68,6 +68,13 @@ PUT = {
 }
 RMW = ['max_cmpxchg', 'max_jbd2', 'max_locked', 'inc_not_zero_cmpxchg',
        'inc_not_zero_try_cmpxchg', 'fetch_inc_cmpxchg']
+RT = '<lockless_rust::txn::Txn>::'
+TXN = {
+    'TXN_START_STOP': (['lp_txn_start', 'lp_txn_stop'],
+                       [RT + 'start', RT + 'stop']),
+    'TXN_EXTEND': (['lp_txn_extend', 'lp_txn_unextend'],
+                   [RT + 'extend', RT + 'unextend']),
+}
 # What every row runs through: the RUN loop and its dispatch.
 LOOP = (['lp_run', 'lp_run_one'], [RD + 'lp_run', RD + 'lp_run_one'])
 
@@ -84,6 +91,8 @@ def functions_of(row):
         return ['lp_gadget_tryget'], [RG + 'tryget']
     if op.lower() in RMW:
         return ['lp_' + op.lower()], [RR + op.lower()]
+    if op in TXN:
+        return TXN[op]
     return None
 
 
