@@ -657,6 +657,8 @@ static int lp_run_txn_extend(struct lp_txn *txn, struct lp_run *r,
 	return 0;
 }
 
+static_assert((LP_RUN_CHECK_EVERY & (LP_RUN_CHECK_EVERY - 1)) == 0);
+
 /* One iteration of a RUN loop. Return: 1 completed, 0 not, or -errno. */
 static int lp_run_one(struct lp_arena *arena, struct lp_run *r,
 		      struct lp_gadget *g, struct lp_run_txn *t, u64 i)
@@ -691,6 +693,8 @@ static int lp_run_one(struct lp_arena *arena, struct lp_run *r,
 		return lp_run_txn_start_stop(&arena->txn, r);
 	case LP_OP_TXN_EXTEND:
 		return lp_run_txn_extend(&arena->txn, r, t);
+	case LP_OP_EMPTY:
+		return 1;
 	default:
 		/* The RUN handle of an RMW op is the step between operands. */
 		v = min_t(u64, r->value + i * (r->handle ?: 1), LP_RMW_VALUE_MAX);
@@ -719,7 +723,9 @@ static int lp_run_one(struct lp_arena *arena, struct lp_run *r,
  * gadget for the whole loop, so a concurrent PUT of the handle cannot free
  * it. After each MAX op, its copy of the variable is read again
  * (lp_max_read()) and @broken counts the ops it found below their operand.
- * TXN_EXTEND's handle, if started, is stopped however the loop ends.
+ * TXN_EXTEND's handle, if started, is stopped however the loop ends. The
+ * fatal-signal test and cond_resched() run once every LP_RUN_CHECK_EVERY
+ * iterations, not on each: EMPTY's RUN shows what is left per iteration.
  *
  * Return: 0 or -errno (see struct lp_run).
  */
@@ -768,6 +774,8 @@ static long lp_run(struct lp_arena *arena, void __user *argp)
 		if (err < 0)
 			goto out;
 		completed += err;
+		if ((i + 1) % LP_RUN_CHECK_EVERY)
+			continue;
 		/* Dying: nobody will read the answer (no -EINTR, see uapi). */
 		if (fatal_signal_pending(current)) {
 			err = -EINTR;

@@ -188,3 +188,6 @@ plain_bytes!(
     lp_txn_commit,
     lp_txn_stat,
 );
+
+// RUN's check interval must be a power of two, as C asserts too.
+kernel::static_assert!(LP_RUN_CHECK_EVERY.is_power_of_two());

@@ -106,6 +106,8 @@ static const struct lp_row lp_rows[] = {
 	{ true, LP_OP_TXN_EXTEND,
 	  "read_lock + atomic_add_return/atomic_sub",
 	  "own RwLock + Atomic::fetch_add/sub(Full)" },
+	{ true, LP_OP_EMPTY,
+	  "nothing: the RUN loop alone", "nothing: the RUN loop alone" },
 };
 
 /* Under the flavors: TRYGET is in every flavor's script. */
@@ -684,7 +686,8 @@ static void lp_script(struct lp_transcript *t, const char *dev,
 		lp_script_flavor(t, row->which);
 	else if (row->which <= LP_OP_READ)
 		lp_script_rmw(t, row->which);
-	else if (row->which == LP_OP_ATOMIC_FLOOR)
+	else if (row->which == LP_OP_ATOMIC_FLOOR ||
+		 row->which == LP_OP_EMPTY)
 		lp_script_floor(t, row->which);
 	else if (row->which == LP_OP_TXN_START_STOP ||
 		 row->which == LP_OP_TXN_EXTEND)

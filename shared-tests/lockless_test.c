@@ -1010,9 +1010,10 @@ TEST_F(dev, run_rmw_ops_complete_and_leave_their_state)
 		/*
 		 * The deltas: the increments add one per op; the MAX ops and
 		 * SET move their copy from 5 to the last operand, 7 + N - 1;
-		 * READ and ATOMIC_FLOOR change nothing of the variable.
+		 * READ, ATOMIC_FLOOR and EMPTY change nothing of the variable.
 		 */
-		if (op == LP_OP_READ || op == LP_OP_ATOMIC_FLOOR)
+		if (op == LP_OP_READ || op == LP_OP_ATOMIC_FLOOR ||
+		    op == LP_OP_EMPTY)
 			delta = 0;
 		else if (op == LP_OP_INC_NOT_ZERO_CMPXCHG ||
 			 op == LP_OP_INC_NOT_ZERO_TRY_CMPXCHG ||

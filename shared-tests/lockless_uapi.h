@@ -56,7 +56,7 @@
  * behaviour) does not change it. Version 2: new magic (0xb7 is nsfs's and
  * remoteproc's), saturating RMW ops, all-or-nothing ioctls, no -EINTR,
  * RUN ids not capped. Added since, compatibly: the transaction
- * (TXN_*) ioctls and RUN ops, IDENTIFY's txn_flavors.
+ * (TXN_*) ioctls and RUN ops, IDENTIFY's txn_flavors, the EMPTY RUN op.
  */
 #ifndef _UAPI_LOCKLESS_PARITY_H
 #define _UAPI_LOCKLESS_PARITY_H
@@ -78,6 +78,12 @@
 #define LP_MAX_HANDLES		4096
 /* Most iterations of one LP_IOC_RUN (-E2BIG beyond). */
 #define LP_RUN_MAX_ITERATIONS	10000000ULL
+/*
+ * RUN tests for a fatal signal and offers to reschedule once every this
+ * many iterations (a power of two), in both modules alike, so that the
+ * loop's own cost per iteration stays small and the same in both.
+ */
+#define LP_RUN_CHECK_EVERY	256
 /* LOOKUP_PUT/TRYGET_PUT value: the arena's newest id, re-read each time. */
 #define LP_ID_NEWEST		0
 /*
@@ -130,8 +136,9 @@ enum lp_flavor {
  * expected value on failure): the library call itself cannot also stop at
  * LP_RMW_VALUE_MAX, so both carry that one extra test.
  *
- * GET_PUT, LOOKUP_PUT, TRYGET_PUT, ATOMIC_FLOOR and NEW_PUT are RUN-only
- * ops (LP_IOC_RMW answers -EINVAL for them). NEW_PUT creates a child of
+ * GET_PUT, LOOKUP_PUT, TRYGET_PUT, ATOMIC_FLOOR, NEW_PUT and EMPTY are
+ * RUN-only ops (LP_IOC_RMW answers -EINVAL for them). EMPTY does nothing:
+ * a RUN of it is the loop alone, what every other op's cost includes. NEW_PUT creates a child of
  * the RUN handle's gadget and puts it at once: a stream of short-lived
  * children whose final puts race other threads' LOOKUP_PUT/TRYGET_PUT
  * loops (which, given LP_ID_NEWEST, chase the newest gadget).
@@ -160,6 +167,7 @@ enum lp_op {
 	LP_OP_NEW_PUT			= 12,
 	LP_OP_TXN_START_STOP		= 13,
 	LP_OP_TXN_EXTEND		= 14,
+	LP_OP_EMPTY			= 15,
 	LP_OP_COUNT
 };
 
@@ -429,8 +437,9 @@ struct lp_rmw {
  *          every other op.
  * @reserved: must be zero
  *
- * The loop runs in the caller's context, calls cond_resched() and stops
- * early on a fatal signal (the task is dying; it never sees the result).
+ * The loop runs in the caller's context; every LP_RUN_CHECK_EVERY
+ * iterations it calls cond_resched() and stops early on a fatal signal
+ * (the task is dying; it never sees the result).
  * Errors: -EFAULT, -EINVAL (reserved, unknown op, RMW operand above
  * LP_RMW_VALUE_MAX, TXN_EXTEND value 0 or above LP_TXN_CREDITS_MAX),
  * -EBADF, -EOPNOTSUPP, -E2BIG, -ENOMEM.
