@@ -61,7 +61,6 @@ struct lp_arena *lp_arena_new(void)
 	mutex_init(&arena->lock);
 	lp_kids_init(&arena->roots);
 	xa_init(&arena->registry);
-	mutex_init(&arena->reg_lock);
 	xa_init_flags(&arena->handles, XA_FLAGS_ALLOC1);
 	mutex_init(&arena->handles_lock);
 	spin_lock_init(&arena->max_lock);

@@ -8,7 +8,7 @@
  * references to its children, and a child's count may only go from 1 to 0
  * under the lock of that list. The registry (id -> gadget) is a second,
  * kvm_debugfs_open()-style weak reference that is upgraded with
- * get-unless-zero under its own lock.
+ * get-unless-zero under the registry xarray's own lock.
  *
  * Release never recurses: lp_gadget_put() drops the parent's reference in
  * a loop, so a chain of any depth is freed in constant stack.
@@ -161,8 +161,9 @@ void lp_gadget_discard(struct lp_gadget *g)
  * Takes a reference to @parent for @g, registers @g for TRYGET in the slot
  * lp_gadget_alloc() reserved (no allocation, so no failure), and links it
  * on its owner's list under the owner's lock last (flavors with a child
- * list): both the registry lock and the list lock order the stores that
- * completed @g before any TRYGET or LOOKUP that finds it.
+ * list): both the registry's lock (xa_store() takes it) and the list lock
+ * order the stores that completed @g before any TRYGET or LOOKUP that
+ * finds it.
  */
 void lp_gadget_publish(struct lp_gadget *g, struct lp_gadget *parent)
 {
@@ -177,10 +178,8 @@ void lp_gadget_publish(struct lp_gadget *g, struct lp_gadget *parent)
 	}
 	atomic64_inc(&arena->created);
 
-	mutex_lock(&arena->reg_lock);
 	WARN_ON_ONCE(xa_is_err(xa_store(&arena->registry, g->id, g,
 					GFP_KERNEL)));
-	mutex_unlock(&arena->reg_lock);
 
 	if (lp_flavor_has_kids(flavor)) {
 		owner = lp_owner(g);
@@ -403,16 +402,15 @@ static bool lp_put_one(struct lp_gadget *g)
 /*
  * Free a gadget whose count reached zero: unregister it (after the count
  * reached zero, before the free, as kvm_destroy_vm() removes the debugfs
- * files), then free it. The reference it held on its parent is the
- * caller's to drop.
+ * files; xa_erase() takes the registry's lock, which TRYGET holds while
+ * it touches the gadget), then free it. The reference it held on its
+ * parent is the caller's to drop.
  */
 static void lp_gadget_free(struct lp_gadget *g)
 {
 	struct lp_arena *arena = g->arena;
 
-	mutex_lock(&arena->reg_lock);
 	xa_erase(&arena->registry, g->id);
-	mutex_unlock(&arena->reg_lock);
 
 	WARN_ON_ONCE(atomic_read(&g->nr_children));
 	if (g->parent)
@@ -509,26 +507,38 @@ int lp_gadget_lookup(struct lp_gadget *parent, u64 id,
  * kvm_debugfs_open(): the registry entry is a weak reference that no put
  * fences, so the upgrade must fail once the count reached zero:
  * atomic_inc_not_zero() / kref_get_unless_zero() (LOCKED: a test of the
- * plain count under the arena mutex), under the registry lock, which the
- * release path takes to unregister before it frees.
+ * plain count under the arena mutex), under the registry's own lock, which
+ * the release path's xa_erase() takes before it frees. One lock: LOCKED
+ * takes its count's mutex too, first, as a mutex cannot nest in the
+ * xarray's spinlock.
+ *
+ * The flavor is fixed once a gadget exists; one read before the arena's
+ * first NEW may be stale, so a LOCKED gadget found without the mutex held
+ * sends the lookup round again.
  *
  * Return: 0, or -ENOENT if no gadget has @id or its count reached zero.
  */
 int lp_gadget_tryget(struct lp_arena *arena, u64 id, struct lp_gadget **g)
 {
 	struct lp_gadget *found;
-	bool got = false;
+	bool locked, got = false;
 
-	mutex_lock(&arena->reg_lock);
+again:
+	locked = READ_ONCE(arena->flavor) == LP_FLAVOR_LOCKED;
+	if (locked)
+		mutex_lock(&arena->lock);
+	xa_lock(&arena->registry);
 	found = xa_load(&arena->registry, id);
 	if (found) {
 		switch (lp_flavor_of(found)) {
 		case LP_FLAVOR_LOCKED:
-			mutex_lock(&arena->lock);
+			if (!locked) {
+				xa_unlock(&arena->registry);
+				goto again;
+			}
 			got = found->count != 0;
 			if (got)
 				found->count++;
-			mutex_unlock(&arena->lock);
 			break;
 		case LP_FLAVOR_LOCKLESS:
 		case LP_FLAVOR_WEAK_CMPXCHG:
@@ -539,7 +549,9 @@ int lp_gadget_tryget(struct lp_arena *arena, u64 id, struct lp_gadget **g)
 			break;
 		}
 	}
-	mutex_unlock(&arena->reg_lock);
+	xa_unlock(&arena->registry);
+	if (locked)
+		mutex_unlock(&arena->lock);
 
 	if (!got)
 		return -ENOENT;

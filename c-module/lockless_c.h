@@ -121,8 +121,8 @@ struct lp_txn_handle {
  * @config_rwsem: CONFIGURE (write) against NEWs in flight (read)
  * @lock: the article v1 "gadgets_lock": LOCKED's counts
  * @roots: weak list of the root gadgets, fenced like a gadget's @kids
- * @registry: id -> gadget, for TRYGET; NEW reserves a slot before publishing
- * @reg_lock: protects @registry lookups against the release path's erase
+ * @registry: id -> gadget, for TRYGET; NEW reserves a slot before publishing;
+ *	      its own lock keeps a gadget TRYGET found from being freed
  * @handles: handle -> gadget, each entry one strong reference; a reserved
  *	     (XA_ZERO_ENTRY) slot is a handle being created, read as none
  * @handles_lock: keeps a handle's gadget alive while a reference is taken
@@ -149,8 +149,7 @@ struct lp_arena {
 	struct rw_semaphore config_rwsem; /* @flavor, @configured */
 	struct mutex lock;		/* LOCKED counts */
 	struct lp_kids roots;
-	struct xarray registry;
-	struct mutex reg_lock;		/* @registry lookups vs erase */
+	struct xarray registry;		/* lookups vs erase: xa_lock */
 	struct xarray handles;
 	struct mutex handles_lock;	/* handle -> live gadget */
 	atomic64_t next_id;

@@ -92,10 +92,10 @@ pub(crate) struct Arena {
     /// Weak list of the root gadgets, fenced like a gadget's children.
     #[pin]
     pub(crate) roots: Kids,
-    /// id -> gadget, for TRYGET; the mutex orders lookups against the release
-    /// path's removal.
+    /// id -> gadget, for TRYGET; its own lock keeps a gadget TRYGET found from
+    /// being freed (the release path removes it under that lock first).
     #[pin]
-    pub(crate) registry: Mutex<XArray<GadgetPtr>>,
+    pub(crate) registry: XArray<GadgetPtr>,
     /// The handles; the mutex keeps a handle's gadget alive while a reference is
     /// taken from it.
     #[pin]
@@ -232,7 +232,7 @@ impl Arena {
             config <- new_rwsem!((), "lp_arena.config_rwsem"),
             lock <- new_mutex!(ArenaState { _not_zero_sized: 0 }, "lp_arena.lock"),
             roots <- Kids::new(),
-            registry <- new_mutex!(XArray::new(AllocKind::Alloc), "lp_arena.reg_lock"),
+            registry <- XArray::new(AllocKind::Alloc),
             handles <- new_mutex!(Handles::new(), "lp_arena.handles_lock"),
             next_id: Atomic::new(0),
             created: Atomic::new(0),

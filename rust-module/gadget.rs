@@ -349,10 +349,10 @@ impl Gadget {
 
         // Publish for TRYGET last, once `g` is complete: the registry lock orders
         // these stores before any TRYGET that finds `g`.
-        let registry = arena.registry.lock();
-        let stored = registry.lock().store(index(g.id)?, g.ptr(), GFP_KERNEL);
-        drop(registry);
-        stored?;
+        arena
+            .registry
+            .lock()
+            .store(index(g.id)?, g.ptr(), GFP_KERNEL)?;
         Ok(g)
     }
 
@@ -496,8 +496,7 @@ impl Gadget {
     /// can the drop borrow it mutably.
     fn release(&self) -> Option<GadgetRef> {
         if let Ok(i) = index(self.id) {
-            let registry = self.arena().registry.lock();
-            registry.lock().remove(i);
+            self.arena().registry.lock().remove(i);
         }
         take_parent(self)
     }
@@ -552,57 +551,71 @@ fn index(id: u64) -> Result<usize> {
 /// `kvm_debugfs_open()`: the registry entry is a weak reference that no put
 /// fences, so the upgrade must fail once the count reached zero:
 /// `Refcount::inc_not_zero()` (LOCKLESS: `Arc::from_raw_inc_not_zero()`; LOCKED:
-/// a test of the count under the arena mutex), under the registry lock, which
-/// the release path takes to unregister before it frees.
+/// a test of the count under the arena mutex), under the registry's own lock,
+/// which the release path takes to unregister before it frees. One lock: LOCKED
+/// takes its count's mutex too, first, as a mutex cannot nest in the XArray's
+/// spinlock.
+///
+/// The flavor is fixed once a gadget exists; one read before the arena's first
+/// NEW may be stale, so a LOCKED gadget found without the mutex held sends the
+/// lookup round again.
 ///
 /// Returns `ENOENT` if no gadget has `id` or its count reached zero.
 pub(crate) fn tryget(arena: &Arena, id: u64) -> Result<GadgetRef> {
-    let registry = arena.registry.lock();
-    let ptr = registry.lock().get(index(id)?).ok_or(ENOENT)?;
-    let got = match arena.flavor() {
-        uapi::LP_FLAVOR_LOCKED => {
-            // SAFETY: We hold the registry lock, and the borrow ends before we drop
-            // it: the release path takes that lock to unregister the gadget before
-            // it drops it.
-            let g = unsafe { ptr.as_ref() };
-            if !g.is_published() {
-                return Err(ENOENT);
+    let i = index(id)?;
+    loop {
+        let mut state = (arena.flavor() == uapi::LP_FLAVOR_LOCKED).then(|| arena.lock.lock());
+        let registry = arena.registry.lock();
+        let ptr = registry.get(i).ok_or(ENOENT)?;
+        let got = match arena.flavor() {
+            uapi::LP_FLAVOR_LOCKED => {
+                let Some(state) = state.as_mut() else {
+                    continue;
+                };
+                // SAFETY: We hold the registry lock, and the borrow ends before we drop
+                // it: the release path takes that lock to unregister the gadget before
+                // it drops it.
+                let g = unsafe { ptr.as_ref() };
+                if !g.is_published() {
+                    return Err(ENOENT);
+                }
+                let count = g.count.access_mut(state);
+                if *count != 0 {
+                    *count += 1;
+                }
+                *count > 1
             }
-            let mut state = arena.lock.lock();
-            let count = g.count.access_mut(&mut state);
-            if *count != 0 {
-                *count += 1;
+            uapi::LP_FLAVOR_LOCKLESS => {
+                // SAFETY: In LOCKLESS `ptr` is `Arc::as_ptr`'s pointer (`GadgetPtr`
+                // invariant); the allocation is not freed while we hold the registry
+                // lock (see above); LOCKLESS releases with `Arc::drop_with`, never
+                // `Arc::into_unique_or_drop`.
+                let arc = unsafe { Arc::from_raw_inc_not_zero(ptr.as_ptr()) };
+                let g = GadgetRef::Arc(ManuallyDrop::new(arc.ok_or(ENOENT)?));
+                // Tested only now that we hold a reference: before, the gadget may be
+                // lent out as `Pin<&mut Gadget>` by `drop_with`. Unpublished, the NEW
+                // that made it still holds its own reference, so this put is not the
+                // last; it runs after the locks are dropped.
+                drop(registry);
+                drop(state);
+                return if g.is_published() { Ok(g) } else { Err(ENOENT) };
             }
-            *count > 1
-        }
-        uapi::LP_FLAVOR_LOCKLESS => {
-            // SAFETY: In LOCKLESS `ptr` is `Arc::as_ptr`'s pointer (`GadgetPtr`
-            // invariant); the allocation is not freed while we hold the registry lock
-            // (see above); LOCKLESS releases with `Arc::drop_with`, never
-            // `Arc::into_unique_or_drop`.
-            let arc = unsafe { Arc::from_raw_inc_not_zero(ptr.as_ptr()) };
-            let g = GadgetRef::Arc(ManuallyDrop::new(arc.ok_or(ENOENT)?));
-            // Tested only now that we hold a reference: before, the gadget may be
-            // lent out as `Pin<&mut Gadget>` by `drop_with`. Unpublished, the NEW
-            // that made it still holds its own reference, so this put is not the
-            // last; it runs after the registry lock is dropped.
-            drop(registry);
-            return if g.is_published() { Ok(g) } else { Err(ENOENT) };
-        }
-        _ => {
-            // SAFETY: As in LOCKED.
-            let g = unsafe { ptr.as_ref() };
-            g.is_published() && g.refcnt.inc_not_zero()
-        }
-    };
-    drop(registry);
+            _ => {
+                // SAFETY: As in LOCKED.
+                let g = unsafe { ptr.as_ref() };
+                g.is_published() && g.refcnt.inc_not_zero()
+            }
+        };
+        drop(registry);
+        drop(state);
 
-    if !got {
-        return Err(ENOENT);
+        if !got {
+            return Err(ENOENT);
+        }
+        // INVARIANT: Not LOCKLESS, so `ptr` is `KBox::into_raw`'s pointer; we took
+        // the count.
+        return Ok(GadgetRef::Counted(ptr));
     }
-    // INVARIANT: Not LOCKLESS, so `ptr` is `KBox::into_raw`'s pointer; we took the
-    // count.
-    Ok(GadgetRef::Counted(ptr))
 }
 
 #[pinned_drop]
