@@ -659,14 +659,55 @@ static int lp_run_txn_extend(struct lp_txn *txn, struct lp_run *r,
 
 static_assert((LP_RUN_CHECK_EVERY & (LP_RUN_CHECK_EVERY - 1)) == 0);
 
-/* One iteration of a RUN loop. Return: 1 completed, 0 not, or -errno. */
+/*
+ * LOOKUP_PUT, TRYGET_PUT: get a gadget by id (@g's child, or the arena's)
+ * and put it. Return: 1 completed, 0 gone (-ENOENT), or -errno.
+ */
+static int lp_run_get_put(struct lp_arena *arena, struct lp_run *r,
+			  struct lp_gadget *g)
+{
+	struct lp_gadget *other;
+	int err;
+
+	if (r->op == LP_OP_LOOKUP_PUT)
+		err = lp_gadget_lookup(g, lp_run_id(arena, r), &other);
+	else
+		err = lp_gadget_tryget(arena, lp_run_id(arena, r), &other);
+	if (err == -ENOENT)
+		return 0;
+	if (err)
+		return err;
+	lp_gadget_put(other);
+	return 1;
+}
+
+/* An RMW op's iteration @i. Return: 1 (an RMW op always completes). */
+static int lp_run_rmw(struct lp_arena *arena, struct lp_run *r, u64 i)
+{
+	/* The RUN handle of an RMW op is the step between operands. */
+	u64 v = min_t(u64, r->value + i * (r->handle ?: 1), LP_RMW_VALUE_MAX);
+	struct lp_rmw out;
+
+	lp_rmw(arena, r->op, v, &out);
+	r->failed += out.failed;
+	r->delta += out.new - out.old;
+	/* Once max(x, v) returned, x >= v for good (SET aside). */
+	if (lp_op_is_max(r->op) && lp_max_read(arena, r->op) < v)
+		r->broken++;
+	return 1;
+}
+
+/*
+ * One iteration of a RUN loop. Return: 1 completed, 0 not, or -errno.
+ * Each op's locals live in its own function: the kernel zero-fills every
+ * local at its scope's entry (CONFIG_INIT_STACK_ALL_ZERO), and in the one
+ * scope of the whole switch that cost seven stores per iteration of every
+ * op, EMPTY's included; Rust has no such fill.
+ */
 static int lp_run_one(struct lp_arena *arena, struct lp_run *r,
 		      struct lp_gadget *g, struct lp_run_txn *t, u64 i)
 {
-	struct lp_gadget *other;
-	struct lp_rmw out;
-	u64 v;
-	int err;
+	struct lp_gadget *child;
 
 	switch (r->op) {
 	case LP_OP_GET_PUT:
@@ -674,16 +715,13 @@ static int lp_run_one(struct lp_arena *arena, struct lp_run *r,
 		lp_gadget_put(g);
 		return 1;
 	case LP_OP_LOOKUP_PUT:
-		err = lp_gadget_lookup(g, lp_run_id(arena, r), &other);
-		break;
 	case LP_OP_TRYGET_PUT:
-		err = lp_gadget_tryget(arena, lp_run_id(arena, r), &other);
-		break;
+		return lp_run_get_put(arena, r, g);
 	case LP_OP_NEW_PUT:
-		other = lp_gadget_new(arena, g);
-		if (IS_ERR(other))
-			return PTR_ERR(other);
-		if (!lp_gadget_put(other))
+		child = lp_gadget_new(arena, g);
+		if (IS_ERR(child))
+			return PTR_ERR(child);
+		if (!lp_gadget_put(child))
 			r->failed++;
 		return 1;
 	case LP_OP_ATOMIC_FLOOR:
@@ -696,22 +734,8 @@ static int lp_run_one(struct lp_arena *arena, struct lp_run *r,
 	case LP_OP_EMPTY:
 		return 1;
 	default:
-		/* The RUN handle of an RMW op is the step between operands. */
-		v = min_t(u64, r->value + i * (r->handle ?: 1), LP_RMW_VALUE_MAX);
-		lp_rmw(arena, r->op, v, &out);
-		r->failed += out.failed;
-		r->delta += out.new - out.old;
-		/* Once max(x, v) returned, x >= v for good (SET aside). */
-		if (lp_op_is_max(r->op) && lp_max_read(arena, r->op) < v)
-			r->broken++;
-		return 1;
+		return lp_run_rmw(arena, r, i);
 	}
-	if (err == -ENOENT)
-		return 0;
-	if (err)
-		return err;
-	lp_gadget_put(other);
-	return 1;
 }
 
 /**

@@ -349,51 +349,13 @@ impl Drop for RunTxnHandle<'_> {
     }
 }
 
-/// `lp_run_one()`: one iteration of a RUN loop. Returns 1 completed, 0 not.
-fn lp_run_one(
-    arena: &Arena,
-    r: &mut uapi::lp_run,
-    g: Option<&GadgetRef>,
-    txn_h: &mut Option<TxnHandle>,
-    i: u64,
-) -> Result<u64> {
-    let other = match r.op {
-        uapi::LP_OP_TXN_START_STOP => return lp_run_txn_start_stop(&arena.txn, r),
-        uapi::LP_OP_TXN_EXTEND => return lp_run_txn_extend(&arena.txn, r, txn_h),
-        uapi::LP_OP_GET_PUT => {
-            g.ok_or(EBADF)?.get().put();
-            return Ok(1);
-        }
-        uapi::LP_OP_LOOKUP_PUT => g.ok_or(EBADF)?.lookup(lp_run_id(arena, r)),
-        uapi::LP_OP_TRYGET_PUT => gadget::tryget(arena, lp_run_id(arena, r)),
-        uapi::LP_OP_NEW_PUT => {
-            let other = Gadget::create(arena, Some(g.ok_or(EBADF)?))?;
-            if other.put() == 0 {
-                r.failed += 1;
-            }
-            return Ok(1);
-        }
-        uapi::LP_OP_ATOMIC_FLOOR => {
-            arena.floor.add(1, Relaxed);
-            return Ok(1);
-        }
-        uapi::LP_OP_EMPTY => return Ok(1),
-        op => {
-            // The RUN handle of an RMW op is the step between operands.
-            let step = u64::from(r.handle.max(1));
-            let value = r
-                .value
-                .saturating_add(i.saturating_mul(step))
-                .min(u64::from(uapi::LP_RMW_VALUE_MAX));
-            let out = rmw::rmw(arena, op, value)?;
-            r.failed = r.failed.wrapping_add(out.failed);
-            r.delta = r.delta.wrapping_add(out.new.wrapping_sub(out.old));
-            // Once max(x, v) returned, x >= v for good (SET aside).
-            if rmw::op_is_max(op) && rmw::max_read(arena, op) < value {
-                r.broken += 1;
-            }
-            return Ok(1);
-        }
+/// `lp_run_get_put()`: LOOKUP_PUT, TRYGET_PUT: gets a gadget by id (`g`'s child,
+/// or the arena's) and puts it. Returns 1 completed, 0 gone (`ENOENT`).
+fn lp_run_get_put(arena: &Arena, r: &uapi::lp_run, g: Option<&GadgetRef>) -> Result<u64> {
+    let other = if r.op == uapi::LP_OP_LOOKUP_PUT {
+        g.ok_or(EBADF)?.lookup(lp_run_id(arena, r))
+    } else {
+        gadget::tryget(arena, lp_run_id(arena, r))
     };
     match other {
         Ok(other) => {
@@ -402,6 +364,57 @@ fn lp_run_one(
         }
         Err(e) if e == ENOENT => Ok(0),
         Err(e) => Err(e),
+    }
+}
+
+/// `lp_run_rmw()`: an RMW op's iteration `i`. Returns 1 (an RMW op always
+/// completes).
+fn lp_run_rmw(arena: &Arena, r: &mut uapi::lp_run, i: u64) -> Result<u64> {
+    // The RUN handle of an RMW op is the step between operands.
+    let step = u64::from(r.handle.max(1));
+    let value = r
+        .value
+        .saturating_add(i.saturating_mul(step))
+        .min(u64::from(uapi::LP_RMW_VALUE_MAX));
+    let out = rmw::rmw(arena, r.op, value)?;
+    r.failed = r.failed.wrapping_add(out.failed);
+    r.delta = r.delta.wrapping_add(out.new.wrapping_sub(out.old));
+    // Once max(x, v) returned, x >= v for good (SET aside).
+    if rmw::op_is_max(r.op) && rmw::max_read(arena, r.op) < value {
+        r.broken += 1;
+    }
+    Ok(1)
+}
+
+/// `lp_run_one()`: one iteration of a RUN loop. Returns 1 completed, 0 not.
+fn lp_run_one(
+    arena: &Arena,
+    r: &mut uapi::lp_run,
+    g: Option<&GadgetRef>,
+    txn_h: &mut Option<TxnHandle>,
+    i: u64,
+) -> Result<u64> {
+    match r.op {
+        uapi::LP_OP_GET_PUT => {
+            g.ok_or(EBADF)?.get().put();
+            Ok(1)
+        }
+        uapi::LP_OP_LOOKUP_PUT | uapi::LP_OP_TRYGET_PUT => lp_run_get_put(arena, r, g),
+        uapi::LP_OP_NEW_PUT => {
+            let child = Gadget::create(arena, Some(g.ok_or(EBADF)?))?;
+            if child.put() == 0 {
+                r.failed += 1;
+            }
+            Ok(1)
+        }
+        uapi::LP_OP_ATOMIC_FLOOR => {
+            arena.floor.add(1, Relaxed);
+            Ok(1)
+        }
+        uapi::LP_OP_TXN_START_STOP => lp_run_txn_start_stop(&arena.txn, r),
+        uapi::LP_OP_TXN_EXTEND => lp_run_txn_extend(&arena.txn, r, txn_h),
+        uapi::LP_OP_EMPTY => Ok(1),
+        _ => lp_run_rmw(arena, r, i),
     }
 }
 
