@@ -16,7 +16,8 @@ help:
 	@echo "                TESTS=GLOB: only the matching driver tests, against both modules"
 	@echo "make soak       make check with the full sizes (PRESET=full: 10^5 racing puts, 10^5-deep chains)"
 	@echo "make mutants    apply each deliberate bug of shared-tests/mutants/, every one must be caught"
-	@echo "make bench      ns/op of every op, C vs Rust, 1..N vCPUs, on a perf kernel: table, ratios, CSV, PNG"
+	@echo "make bench      instructions/op of every op (C, Rust, Rust with helpers inlined), and ns/op"
+	@echo "                at 1..N vCPUs, on perf kernels: tables, ratios, CSV, PNG"
 	@echo "make shell      boot the guest to a busybox shell with both .ko files and the test driver"
 	@echo "make lint       checkpatch --strict, rustfmt --check, clippy"
 	@echo "make litmus     check the article's ordering claims with herd7 and the kernel's memory model"
@@ -68,7 +69,7 @@ clean:
 	rm -rf build
 	find c-module rust-module shared-tests/kmemleak_control \( -name '*.o' -o -name '*.ko' -o -name '*.mod' \
 		-o -name '*.mod.c' -o -name '.*.cmd' -o -name '*.rmeta' -o -name '*.d' \
-		-o -name '*_generated.rs' -o -name modules.order -o -name Module.symvers \) \
+		-o -name '*_generated.rs' -o -name '*.bc' -o -name modules.order -o -name Module.symvers \) \
 		-delete
 
 distclean: clean

@@ -2,29 +2,35 @@
 # SPDX-License-Identifier: GPL-2.0
 """bench_report.py: the host side of `make bench`, run inside the root.
 
-    bench_report.py RUN_DIR MODULES_DIR OUT_DIR KERNEL_DESC HOST_CPUS HOST_REPO
+    bench_report.py OUT_DIR HOST_CPUS HOST_REPO NAME=RUN_DIR,MODULES_DIR,KERNEL...
 
 (HOST_REPO: where the repository, /lp/src in the root, is on the host,
-for the paths printed at the end.)
+for the paths printed at the end.) NAME is one of
 
-RUN_DIR/ktap.log holds what shared-tests/lockless_bench.c printed in the
-guest: KTAP per cell, then "# === table ===", "# === ratios ===" and
+  icount  the perf kernel's run under QEMU -icount shift=0: insns/op,
+  inline  the same on the perf-inline kernel (Rust's helpers inlined),
+  tcg     the multi-threaded wall-clock run (the only one BENCH_QUICK has).
+
+Each RUN_DIR/ktap.log holds what shared-tests/lockless_bench.c printed in
+the guest: KTAP per cell, then "# === table ===", "# === ratios ===" and
 "# === csv ===" sections. This script
 
-  - writes the CSV to OUT_DIR/bench.csv,
-  - counts, from the DWARF of MODULES_DIR/*.ko (built with modules.sh -g),
-    the instructions of the functions behind each row in each module, and
-    writes them to OUT_DIR/insns.csv and, function by function with the
-    calls they make, to OUT_DIR/insns.txt,
-  - prints the run header (date, kernel, accelerator, vCPUs), the guest's
-    table with the instruction counts as a last column, and the ratios,
-  - plots ns/op against threads with gnuplot to OUT_DIR/bench.png (one
-    line per module x row, C solid, Rust dashed) and prints both paths.
+  - writes every run's CSV to OUT_DIR/bench.csv, with a first column
+    "run", and compares the single-thread instruction counts with the
+    bench.csv it replaces (the last make bench's),
+  - prints the instruction table: per row C, Rust, Rust inlined, their
+    ratios to C and the call sites behind each (counted from the DWARF of
+    MODULES_DIR/*.ko, built with modules.sh -g, function by function in
+    OUT_DIR/insns.txt and insns-inline.txt),
+  - prints the contention run's header, table and ratio lines,
+  - plots its ns/op against threads with gnuplot to OUT_DIR/bench.png (one
+    line per module x row, C solid, Rust dashed) and prints the paths.
 
 Instruction counts: see INSNS_HEADER below.
 """
 import csv
 import datetime
+import io
 import os
 import re
 import subprocess
@@ -40,8 +46,9 @@ itself, its largest inlined copy counts. A row's count is the union over
 its functions. Padding (nop, int3) does not count. Calls are counted, not
 followed, on every path (cold ones too: panics, WARN, lockdep asserts);
 their targets are listed below ("?": an indirect call). Out of line in
-vmlinux: mutex_lock and friends, and the rust_helper_* C functions behind
-Rust's atomics, refcounts and locks (CONFIG_RUST_INLINE_HELPERS is off).
+vmlinux: mutex_lock and friends, and, on the perf kernel, the
+rust_helper_* C functions behind Rust's atomics, refcounts and locks (on
+the perf-inline kernel, CONFIG_RUST_INLINE_HELPERS=y, they are inlined).
 """
 
 # The functions behind each row, as C names and Rust (demangled) names.
@@ -302,15 +309,15 @@ class Module:
         return len(union), len(self.calls(union))
 
 
-def insn_counts(mod_dir, out_dir, rows):
-    """{row: ((c insns, calls), (rust insns, calls))}; writes the files."""
+def insn_counts(mod_dir, out_dir, rows, tag=''):
+    """{row: ((c insns, calls), (rust insns, calls))}, notes; writes
+    insns{tag}.csv and insns{tag}.txt."""
     kos = [os.path.join(mod_dir, k) for k in
            ('lockless_c.ko', 'lockless_rust.ko')]
     try:
         mods = [Module(k) for k in kos]
     except (OSError, subprocess.CalledProcessError) as e:
-        print(f'instruction counts unavailable: {e}')
-        return {}, []
+        return {}, [f'instruction counts unavailable: {e}']
     if not any(m.instances for m in mods):
         return {}, ['instruction counts unavailable: the modules carry no '
                     'DWARF (build them with scripts/modules.sh KIND -g)']
@@ -327,7 +334,7 @@ def insn_counts(mod_dir, out_dir, rows):
             legend.append(f'  {name}:')
             got.append(mod.count(names, legend))
         counts[row] = tuple(got)
-    with open(os.path.join(out_dir, 'insns.csv'), 'w', newline='') as f:
+    with open(os.path.join(out_dir, f'insns{tag}.csv'), 'w', newline='') as f:
         w = csv.writer(f)
         w.writerow(['row', 'c_insns', 'c_calls', 'rust_insns', 'rust_calls',
                     'c_functions', 'rust_functions'])
@@ -337,19 +344,10 @@ def insn_counts(mod_dir, out_dir, rows):
                 w.writerow([row, c[0] if c else '', c[1] if c else '',
                             r[0] if r else '', r[1] if r else '',
                             ' '.join(fns[0]), ' '.join(fns[1])])
-    with open(os.path.join(out_dir, 'insns.txt'), 'w') as f:
-        f.write(INSNS_HEADER + '\n' + '\n'.join(legend) + '\n')
+    with open(os.path.join(out_dir, f'insns{tag}.txt'), 'w') as f:
+        f.write(INSNS_HEADER + f'\nModules: {mod_dir}\n\n'
+                + '\n'.join(legend) + '\n')
     return counts, []
-
-
-def fmt_insns(pair):
-    if not pair:
-        return '-'
-    c, r = pair
-
-    def one(x):
-        return f'{x[0]}({x[1]})' if x else '-'
-    return f'{one(c)} / {one(r)}'
 
 
 # ------------------------------------------------------------------ report
@@ -381,8 +379,8 @@ def plot(out_dir, rows, title):
          lambda r: r.startswith('TRYGET_PUT/')),
         ('RMW ops, one shared variable',
          lambda r: '/' not in r),
-        ('ATOMIC_FLOOR: a line per thread, one shared line',
-         lambda r: r.startswith('ATOMIC_FLOOR/')),
+        ('ATOMIC_FLOOR: a line per thread, one shared line; EMPTY',
+         lambda r: r.startswith(('ATOMIC_FLOOR/', 'EMPTY/'))),
         ('TXN_START_STOP, TXN_EXTEND: one transaction, jbd2 before/after',
          lambda r: r.startswith('TXN_')),
     ]
@@ -445,42 +443,188 @@ def plot(out_dir, rows, title):
     return os.path.join(out_dir, 'bench.png')
 
 
+def read_run(spec):
+    """NAME=RUN_DIR,MODULES_DIR,KERNEL -> (NAME, run dict), or exit."""
+    name, _, rest = spec.partition('=')
+    run_dir, mod_dir, kernel = rest.split(',', 2)
+    path = os.path.join(run_dir, 'ktap.log')
+    with open(path, errors='replace') as f:
+        sec = sections(l.rstrip('\r\n') for l in f)
+    if not sec.get('csv'):
+        print(f'no CSV in {path}: the bench did not finish (see console.log '
+              'there)')
+        sys.exit(1)
+    rows = list(csv.DictReader(io.StringIO('\n'.join(sec['csv']) + '\n')))
+    date = datetime.datetime.fromtimestamp(os.path.getmtime(path))
+    return name, {'dir': run_dir, 'mods': mod_dir, 'kernel': kernel,
+                  'sec': sec, 'rows': rows,
+                  'date': date.strftime('%Y-%m-%d %H:%M')}
+
+
+def labels_of(rows):
+    out = []
+    for r in rows:
+        if r['row'] not in out:
+            out.append(r['row'])
+    return out
+
+
+def figure(run, mod, label):
+    """A single-thread cell's figure: the fewest insns/op (icount), or None."""
+    for r in run['rows'] if run else []:
+        if (r['row'] == label and r['module'] == mod and r['threads'] == '1'
+                and r['sane'] == '1'):
+            return float(r['ns_op_min'])
+    return None
+
+
+def ratio(a, b):
+    return f'{a / b:.2f}' if a and b else 'n/a'
+
+
+def num(x):
+    return f'{x:.1f}' if x is not None else 'n/a'
+
+
+def previous_icount(csv_path):
+    """{(run, module, row): insns/op} of the last make bench's bench.csv."""
+    old = {}
+    try:
+        with open(csv_path) as f:
+            for r in csv.DictReader(f):
+                if r.get('clock') == 'icount' and r['sane'] == '1':
+                    old[(r['run'], r['module'], r['row'])] = \
+                        float(r['ns_op_min'])
+        date = datetime.datetime.fromtimestamp(os.path.getmtime(csv_path))
+        return old, date.strftime('%Y-%m-%d %H:%M')
+    except (OSError, KeyError, ValueError):
+        return {}, None
+
+
+LIMIT = 1.05  # the goal for Rust inlined / C
+
+
+def print_icount(runs, out_dir):
+    """The instruction table: C, Rust, Rust inlined, ratios, call sites."""
+    ic, inl = runs['icount'], runs.get('inline')
+    labels = labels_of(ic['rows'])
+    static, notes = insn_counts(ic['mods'], out_dir, labels)
+    static_inl = {}
+    if inl:
+        static_inl, more = insn_counts(inl['mods'], out_dir, labels,
+                                       '-inline')
+        notes += more
+    print('Instructions per op, one thread: QEMU -icount shift=0 (the guest '
+          'clock counts instructions), the fewest of each cell\'s '
+          f'repetitions; {ic["kernel"]}'
+          + (f'; Rust inlined: {inl["kernel"]}' if inl else ''))
+    print('calls: call sites in the functions behind the row (static, from '
+          'DWARF; cold paths too), C / Rust / Rust inlined')
+    head = (f'{"row":<28} {"C":>8} {"Rust":>8} {"Rust inl":>8} | '
+            f'{"Rust/C":>6} {"inl/C":>6} | calls')
+    print(head)
+    print('-' * len(head))
+    above = []
+    for label in labels:
+        c, r = figure(ic, 'c', label), figure(ic, 'rust', label)
+        ri = figure(inl, 'rust', label)
+        sc = static.get(label, (None, None))
+        si = static_inl.get(label, (None, None))
+        calls = '/'.join(str(x[1]) if x else '-'
+                         for x in (sc[0], sc[1], si[1]))
+        flag = ''
+        if ri and c and ri / c > LIMIT:
+            flag = ' >'
+            above.append(label)
+        print(f'{label:<28} {num(c):>8} {num(r):>8} {num(ri):>8} | '
+              f'{ratio(r, c):>6} {ratio(ri, c):>6} | '
+              f'{calls if label in static else "-"}{flag}')
+    loop = static.get('RUN loop (every row)')
+    if loop and all(loop):
+        print(f'(the RUN loop itself, lp_run + lp_run_one: {loop[0][0]} / '
+              f'{loop[1][0]} instructions in C / Rust, static)')
+    if above:
+        print(f'{len(above)} rows above Rust inlined / C = {LIMIT} (">"): '
+              + ', '.join(above))
+    spread = [(float(r['ns_op_max']) / float(r['ns_op_min']) - 1, r['row'],
+               r['module'], name)
+              for name, run in (('icount', ic), ('inline', inl)) if run
+              for r in run['rows'] if r['sane'] == '1']
+    if spread:
+        worst = max(spread)
+        print('repetitions of a cell: the most is at most '
+              f'{100 * worst[0]:.2f} % above the fewest ({worst[1]}, '
+              f'{worst[2]}, {worst[3]} run)')
+    if inl:
+        same = diff = 0
+        worst = (0, None)
+        for label in labels:
+            a, b = figure(ic, 'c', label), figure(inl, 'c', label)
+            if a and b:
+                if a == b:
+                    same += 1
+                else:
+                    diff += 1
+                    worst = max(worst, (abs(b / a - 1), label))
+        print('C on the perf-inline kernel (the option is Rust\'s only): '
+              f'the same on {same} of {same + diff} rows'
+              + (f', at most {100 * worst[0]:.2f} % apart ({worst[1]})'
+                 if diff else ''))
+    for n in notes:
+        print(n)
+
+
+def compare_previous(runs, old, old_date):
+    """Each single-thread cell against the last make bench's."""
+    same = n = 0
+    worst = 0.0
+    for name in ('icount', 'inline'):
+        for r in runs.get(name, {}).get('rows', []):
+            key = (name, r['module'], r['row'])
+            if key in old and r['sane'] == '1':
+                n += 1
+                new = float(r['ns_op_min'])
+                same += new == old[key]
+                worst = max(worst, abs(new / old[key] - 1))
+    if n:
+        print(f'against the previous make bench ({old_date}): {same} of {n} '
+              f'single-thread cells the same, all within {100 * worst:.2f} %')
+
+
 def main():
-    run_dir, mod_dir, out_dir, kernel, host_cpus, host_repo = sys.argv[1:7]
+    out_dir, host_cpus, host_repo = sys.argv[1:4]
+    runs = dict(read_run(spec) for spec in sys.argv[4:])
+    tcg = runs['tcg']
 
     def shown(path):
         return os.path.join(host_repo, os.path.relpath(path, os.getcwd()))
 
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(run_dir, 'ktap.log'), errors='replace') as f:
-        lines = [l.rstrip('\r\n') for l in f]
-    sec = sections(lines)
-    if 'csv' not in sec or not sec['csv']:
-        print(f'no CSV in {run_dir}/ktap.log: the bench did not finish '
-              '(see console.log there)')
-        return 1
-
     csv_path = os.path.join(out_dir, 'bench.csv')
-    with open(csv_path, 'w') as f:
-        f.write('\n'.join(sec['csv']) + '\n')
-    with open(csv_path) as f:
-        rows = list(csv.DictReader(f))
-    labels = []
-    for r in rows:
-        if r['row'] not in labels:
-            labels.append(r['row'])
+    old, old_date = previous_icount(csv_path)
+    fields = ['run'] + list(tcg['rows'][0].keys())
+    with open(csv_path, 'w', newline='') as f:
+        w = csv.DictWriter(f, fields)
+        w.writeheader()
+        for name, run in runs.items():
+            for r in run['rows']:
+                w.writerow(dict(r, run=name))
 
     accel = os.environ.get('ACCEL', 'tcg')
     smp = os.environ.get('SMP', '4')
-    # When the guest wrote its results, not when this report ran.
-    date = datetime.datetime.fromtimestamp(os.path.getmtime(
-        os.path.join(run_dir, 'ktap.log'))).strftime('%Y-%m-%d %H:%M')
     print()
-    print(f'make bench, {date}: kernel {kernel}; accelerator {accel.upper()}; '
-          f'{smp} vCPUs on {host_cpus} host CPUs')
-    for h in sec['head']:
-        if h.startswith(('lockless_bench:', '/dev/', 'BENCH_QUICK',
-                         'lockless_bench')) or 'repetitions' in h:
+    print(f'make bench, {tcg["date"]}, on {host_cpus} host CPUs')
+    if 'icount' in runs:
+        print()
+        print_icount(runs, out_dir)
+        compare_previous(runs, old, old_date)
+
+    print()
+    print(f'Contention: wall clock, {accel.upper()} multi-threaded, {smp} '
+          f'vCPUs on {host_cpus} host CPUs; {tcg["kernel"]}')
+    for h in tcg['sec']['head']:
+        if h.startswith(('lockless_bench:', '/dev/', 'BENCH_QUICK')) \
+                or 'repetitions' in h:
             print(f'  guest: {h}')
     if os.environ.get('BENCH_QUICK', '0') != '0':
         print('  BENCH_QUICK: a smoke run with tiny counts: every cell gave a '
@@ -493,39 +637,24 @@ def main():
         print(f'  {smp} vCPUs share {host_cpus} host CPUs: cells with more '
               f'than {host_cpus} threads also measure the host time-sharing '
               'the vCPUs.')
-
-    counts, notes = insn_counts(mod_dir, out_dir, labels)
     print()
-    for t in sec.get('table', []):
-        head = t.startswith('row ')
-        m = re.match(r'^(\S+)\s+(\d+) \|', t)
-        if head:
-            print(f'{t} | insns(calls) C / Rust')
-        elif m:
-            first = m.group(2) == str(min(int(r['threads']) for r in rows))
-            print(f'{t} | {fmt_insns(counts.get(m.group(1))) if first else ""}')
-        else:
-            print(t)
-    loop = counts.get('RUN loop (every row)')
-    if loop:
-        print(f'RUN loop, in every row: {fmt_insns(loop)} insns(calls) C / '
-              'Rust (lp_run + lp_run_one)')
-    for n in notes:
-        print(n)
+    print('\n'.join(tcg['sec'].get('table', [])))
     print()
-    print('\n'.join(sec.get('ratios', [])))
+    print('\n'.join(tcg['sec'].get('ratios', [])))
     print()
-    title = (f'lockless-parity make bench {date}: {kernel}, {accel.upper()}, '
-             f'{smp} vCPUs. C solid, Rust dashed')
-    png = plot(out_dir, rows, title)
+    title = (f'lockless-parity make bench {tcg["date"]}: {tcg["kernel"]}, '
+             f'{accel.upper()}, {smp} vCPUs. C solid, Rust dashed')
+    png = plot(out_dir, tcg['rows'], title)
     print(f'CSV:  {shown(csv_path)}')
     print(f'plot: {shown(png)}')
-    if counts:
+    if 'icount' in runs:
         print('instruction counts, function by function: '
-              f'{shown(os.path.join(out_dir, "insns.txt"))}')
-    summary = [h for h in sec.get('end', []) if 'not sane' in h]
-    if summary:
-        print(summary[-1])
+              f'{shown(os.path.join(out_dir, "insns.txt"))}'
+              + (' and insns-inline.txt' if 'inline' in runs else ''))
+    for name, run in runs.items():
+        summary = [h for h in run['sec'].get('end', []) if 'not sane' in h]
+        if summary:
+            print(f'{name}: {summary[-1]}')
     return 0
 
 

@@ -1,7 +1,8 @@
 #!/bin/bash
-# judge.sh MODE [KIND]: judge the guest run build/guest-KIND/MODE with
-# scripts/judge.py and the kernel's KTAP parser; writes results/guest.counts
-# (check) or results/guest-MODE.counts (bench: its cells).
+# judge.sh MODE [KIND]: judge the guest run build/guest-KIND/MODE (with
+# ICOUNT=1, MODE-icount) with scripts/judge.py and the kernel's KTAP
+# parser; writes results/guest.counts (check) or
+# results/guest-RUN-KIND.counts (bench: its cells).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 lp_in_root "$@"
@@ -11,8 +12,9 @@ kind=${2:-debug}
 kdir=$(lp_kdir "$kind")
 ksrc=$(lp_ksrc "$kdir")
 mkdir -p "$LP_OUT/results"
+run=$(lp_run_name "$mode")
 counts=$LP_OUT/results/guest.counts
-[ "$mode" = check ] || counts=$LP_OUT/results/guest-$mode.counts
+[ "$mode" = check ] || counts=$LP_OUT/results/guest-$run-$kind.counts
 # A kernel with KUnit runs its suites (the Rust doctests) at boot: judge
 # their KTAP on the console as well, once (in a full check run; a TESTS=
 # run boots with kunit.enable=0).
@@ -21,5 +23,5 @@ if [ "$mode" = check ] && [ -z "${TESTS:-}" ] &&
 	grep -qx 'CONFIG_KUNIT=y' "$kdir/.config"; then
 	kunit=(--kernel-ktap)
 fi
-exec python3 "$LP_REPO/scripts/judge.py" "$LP_OUT/guest-$kind/$mode" "$ksrc" \
+exec python3 "$LP_REPO/scripts/judge.py" "$LP_OUT/guest-$kind/$run" "$ksrc" \
 	"$counts" --mode "$mode" "${kunit[@]}"

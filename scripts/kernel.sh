@@ -73,18 +73,20 @@ rm -f "$kdir/.lp-stamp"
 cd "$src"
 mk() { make -s O="$kdir" LLVM=1 "$@"; }
 
-lp_say "kernel ($kind): configuring (allnoconfig + base.config + $kind.config)"
+mapfile -t frags < <(lp_kind_fragments "$kind")
+lp_say "kernel ($kind): configuring (allnoconfig + $(printf '%s\n' "${frags[@]##*/}" | paste -sd+ | sed 's/+/ + /g'))"
 # One Kconfig pass: allnoconfig with the fragments as KCONFIG_ALLCONFIG
 # turns off everything they do not ask for (with EXPERT=y in base.config,
 # that includes io_uring, the block layer and the other default-y options
 # a test guest never uses). allnoconfig + merge_config.sh + olddefconfig
 # took three passes (~60 s) and left those options on.
-frags=("$LP_REPO/kernel-config/base.config" "$LP_REPO/kernel-config/$kind.config")
 cat "${frags[@]}" >"$kdir/lp-fragments.config"
 mk KCONFIG_ALLCONFIG="$kdir/lp-fragments.config" allnoconfig >"$log" 2>&1 ||
 	lp_die "allnoconfig with the $kind fragments failed, see $log"
 
-# Kconfig drops what it cannot satisfy, silently: refuse that.
+# Kconfig drops what it cannot satisfy, silently: refuse that. A later
+# fragment may override an earlier one's line for the same option (as
+# Kconfig itself does): only each option's last line is checked.
 dropped=()
 while IFS= read -r line; do
 	case $line in
@@ -97,7 +99,9 @@ while IFS= read -r line; do
 		grep -q "^$opt=" "$kdir/.config" && dropped+=("$line")
 		;;
 	esac
-done <"$kdir/lp-fragments.config"
+done < <(sed -n -e 's/^\(CONFIG_[A-Za-z0-9_]*\)=.*/\1 &/p' \
+	-e 's/^# \(CONFIG_[A-Za-z0-9_]*\) is not set$/\1 &/p' "$kdir/lp-fragments.config" |
+	tac | awk '!seen[$1]++' | tac | cut -d' ' -f2-)
 if [ ${#dropped[@]} -gt 0 ]; then
 	printf '  %s\n' "${dropped[@]}" >&2
 	# CONFIG_RUST depends on RUST_IS_AVAILABLE: say why it is not.

@@ -58,10 +58,32 @@ lp_src_hash() {
 	lp_hash "${files[@]}"
 }
 
+# lp_kind_fragments KIND: the config fragments of kernel KIND, in the
+# order they are applied: base.config, the fragment KIND.config names in a
+# "# lp-extends: OTHER" line (perf-inline extends perf), then KIND.config.
+lp_kind_fragments() {
+	local kind=$1 base
+	printf '%s\n' "$LP_REPO/kernel-config/base.config"
+	base=$(sed -n 's/^# lp-extends: *\([a-z-]*\) *$/\1/p' \
+		"$LP_REPO/kernel-config/$kind.config")
+	[ -z "$base" ] || printf '%s\n' "$LP_REPO/kernel-config/$base.config"
+	printf '%s\n' "$LP_REPO/kernel-config/$kind.config"
+}
+
 lp_kernel_hash() {
-	local kind=$1
-	{ lp_src_hash; cat "$LP_REPO/kernel-config/base.config" \
-		"$LP_REPO/kernel-config/$kind.config"; } | sha256sum | cut -c1-16
+	local kind=$1 frags
+	mapfile -t frags < <(lp_kind_fragments "$kind")
+	{ lp_src_hash; cat "${frags[@]}"; } | sha256sum | cut -c1-16
+}
+
+# lp_run_name MODE: the guest run's directory name under build/guest-KIND/:
+# MODE, or MODE-icount when ICOUNT=1 (make bench's instruction counts).
+lp_run_name() {
+	if [ "${ICOUNT:-0}" = 1 ]; then
+		printf '%s-icount\n' "$1"
+	else
+		printf '%s\n' "$1"
+	fi
 }
 
 # Paths of one kernel kind, as seen from the host and from inside the root.

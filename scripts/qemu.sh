@@ -4,7 +4,9 @@
 # build/guest-KIND/MODE/. TCG by default, ACCEL=kvm opt-in.
 #
 # Environment: TIMEOUT (s; default 900 for check, 3600 for check with
-# PRESET=full, 900 for bench, 600 otherwise), SMP (default 4), MEM (default
+# PRESET=full, 900 for bench, 600 otherwise), ICOUNT=1 (bench: QEMU's
+# -icount shift=0,sleep=off, one vCPU unless SMP says otherwise, logs in
+# build/guest-KIND/bench-icount/), SMP (default 4), MEM (default
 # 2G), PRESET (quick or full: the driver's sizes, see lockless_test.c),
 # TESTS (a glob: only the driver tests it matches, no KUnit, demo or bench
 # smoke), RACE_PUTS and CHAIN_DEPTH (override one size of the preset),
@@ -25,21 +27,34 @@ check) [ "${PRESET:-quick}" = full ] && timeout=${TIMEOUT:-3600} || timeout=${TI
 bench) timeout=${TIMEOUT:-900} ;;
 *) timeout=${TIMEOUT:-600} ;;
 esac
-run=$guest/$mode
+run=$guest/$(lp_run_name "$mode")
+smp=${SMP:-4}
 
 command -v qemu-system-x86_64 >/dev/null ||
 	lp_die "qemu-system-x86_64 is missing from the toolchain root: run 'make toolchain'"
 [ -f "$bz" ] || lp_die "no kernel image $bz: run 'make kernel'"
 [ -f "$initrd" ] || lp_die "no initramfs $initrd: run scripts/initramfs.sh $kind"
 
-case ${ACCEL:-tcg} in
-tcg) accel=(-accel tcg,thread=multi) ;;
-kvm)
-	[ -w /dev/kvm ] || lp_die "ACCEL=kvm but /dev/kvm is not usable here; use the default TCG"
-	accel=(-accel kvm -cpu host)
-	;;
-*) lp_die "ACCEL=${ACCEL} is not one of tcg, kvm" ;;
-esac
+if [ "${ICOUNT:-0}" = 1 ]; then
+	[ "$mode" = bench ] || lp_die "ICOUNT=1 is for bench runs"
+	[ "${ACCEL:-tcg}" = tcg ] || lp_die "ICOUNT=1 needs TCG, not ACCEL=$ACCEL"
+	# The guest clock advances one ns per guest instruction, and the
+	# vCPUs run round-robin in one host thread (no thread=multi): a
+	# one-thread RUN's elapsed ns are the instructions it executed.
+	accel=(-accel tcg -icount shift=0,sleep=off)
+	clock="tcg -icount shift=0"
+	smp=${SMP:-1}
+else
+	clock=${ACCEL:-tcg}
+	case ${ACCEL:-tcg} in
+	tcg) accel=(-accel tcg,thread=multi) ;;
+	kvm)
+		[ -w /dev/kvm ] || lp_die "ACCEL=kvm but /dev/kvm is not usable here; use the default TCG"
+		accel=(-accel kvm -cpu host)
+		;;
+	*) lp_die "ACCEL=${ACCEL} is not one of tcg, kvm" ;;
+	esac
+fi
 
 # The guest leaves by `reboot -f`, which -no-reboot turns into QEMU's
 # exit: this PCI-less kernel reads ACPI's tables (the MADT is how it finds
@@ -66,8 +81,10 @@ if [ "$mode" = bench ]; then
 	for v in BENCH_QUICK BENCH_MS BENCH_REPS; do
 		[ -z "${!v:-}" ] || append+=" lp.env.$v=${!v}"
 	done
+	[ "${ICOUNT:-0}" != 1 ] || append+=" lp.env.BENCH_ICOUNT=1"
+
 fi
-qemu=(qemu-system-x86_64 "${accel[@]}" -smp "${SMP:-4}" -m "${MEM:-2G}"
+qemu=(qemu-system-x86_64 "${accel[@]}" -smp "$smp" -m "${MEM:-2G}"
 	-no-reboot -kernel "$bz" -initrd "$initrd" -append "$append")
 
 rm -rf "$run"
@@ -78,7 +95,7 @@ if [ "$mode" = shell ]; then
 	exec "${qemu[@]}" -nographic -serial mon:stdio
 fi
 
-lp_say "booting $kind kernel, lp.mode=$mode, ${ACCEL:-tcg}, ${SMP:-4} vCPUs, timeout ${timeout}s"
+lp_say "booting $kind kernel, lp.mode=$mode, $clock, $smp vCPUs, timeout ${timeout}s"
 for f in console ktap demo bench times; do : >"$run/$f.log"; done
 # ttyS0 the kernel and /init, ttyS1 the driver (or the demo, the bench),
 # ttyS2 the demo and ttyS3 the bench smoke run of a check run.
@@ -114,4 +131,4 @@ done
 wait $qpid 2>/dev/null || true
 wait 2>/dev/null || true
 trap - EXIT INT TERM
-lp_say "guest stopped after $((SECONDS - start)) s; logs in build/guest-$kind/$mode/"
+lp_say "guest stopped after $((SECONDS - start)) s; logs in ${run#"$LP_OUT"/}/"

@@ -32,10 +32,18 @@
  * CSV, each section opened by a "# === name ===" line, which
  * scripts/bench.sh extracts. Exit status 1 if a cell was not sane.
  *
+ * BENCH_ICOUNT=1 (scripts/qemu.sh sets it when QEMU runs with -icount
+ * shift=0, where the guest clock advances one ns per guest instruction):
+ * one thread only, BENCH_ICOUNT_ITERATIONS per run, no calibration, and a
+ * cell's figure is the fewest "ns" per op of its repetitions, which is the
+ * instructions one op executes, RUN loop and helpers included (an
+ * interrupt landing in a run only adds to it). The table and CSV then say
+ * insns/op; the ratios are Rust/C per row.
+ *
  * Environment (or -q): BENCH_QUICK=1, tiny fixed counts and one
  * repetition, for the smoke run of make check: every cell must produce a
- * sane number, nothing is claimed about speed. BENCH_MS=N (default 200),
- * BENCH_REPS=N (default 7).
+ * sane number, nothing is claimed about speed. BENCH_MS=N (default 150),
+ * BENCH_REPS=N (default 5).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -61,8 +69,8 @@
 #define BENCH_MAX_ROWS		40
 #define BENCH_NR_DEVS		2
 /* Defaults of BENCH_MS and BENCH_REPS. */
-#define BENCH_MS		200
-#define BENCH_REPS		7
+#define BENCH_MS		150
+#define BENCH_REPS		5
 /* Calibration: the first probe's iterations per thread, most probes. */
 #define BENCH_PROBE		200
 #define BENCH_PROBES		4
@@ -71,6 +79,12 @@
 /* BENCH_QUICK: iterations per thread, repetitions. */
 #define BENCH_QUICK_ITERATIONS	20
 #define BENCH_QUICK_REPS	1
+/*
+ * BENCH_ICOUNT: iterations per run (a multiple of LP_RUN_CHECK_EVERY, so
+ * that every run pays the loop's periodic check alike), repetitions.
+ */
+#define BENCH_ICOUNT_ITERATIONS	(32 * LP_RUN_CHECK_EVERY)
+#define BENCH_ICOUNT_REPS	5
 
 struct bench_dev {
 	const char *name;
@@ -142,6 +156,7 @@ static int counts[BENCH_MAX_COUNTS];
 static int nr_counts;
 static struct bench_cell cells[BENCH_NR_DEVS][BENCH_MAX_ROWS][BENCH_MAX_COUNTS];
 static bool quick;
+static bool icount;
 static int reps = BENCH_REPS;
 static long target_ms = BENCH_MS;
 
@@ -197,6 +212,8 @@ static void make_rows(void)
 		add_row(LP_OP_TXN_START_STOP, f, false, txn_flavor_names[f]);
 	for (f = 0; f < LP_TXN_FLAVOR_COUNT; f++)
 		add_row(LP_OP_TXN_EXTEND, f, false, txn_flavor_names[f]);
+	/* The RUN loop alone: what every row above includes. */
+	add_row(LP_OP_EMPTY, -1, true, "loop");
 }
 
 /* The flavor column: a gadget flavor, a transaction flavor, or none. */
@@ -217,10 +234,14 @@ static int nr_cpus(void)
 	return n > BENCH_MAX_THREADS ? BENCH_MAX_THREADS : (int)n;
 }
 
-/* 1, 2, 4, ... up to the online CPUs, and the online CPUs themselves. */
+/*
+ * 1, 2, 4, ... up to the online CPUs, and the online CPUs themselves; one
+ * thread only with BENCH_ICOUNT (several threads' instructions would add
+ * up on icount's one clock).
+ */
 static void make_counts(void)
 {
-	int n, cpus = nr_cpus();
+	int n, cpus = icount ? 1 : nr_cpus();
 
 	for (n = 1; n <= cpus && nr_counts < BENCH_MAX_COUNTS - 1; n *= 2)
 		counts[nr_counts++] = n;
@@ -325,7 +346,8 @@ static int fix_reset(const struct bench_row *row, struct bench_fix *fix)
 		   row->op == LP_OP_INC_NOT_ZERO_TRY_CMPXCHG;
 	struct lp_rmw set = { .op = LP_OP_SET, .value = inz ? 1 : 0 };
 
-	if (row->flavor >= 0 || row->op == LP_OP_ATOMIC_FLOOR)
+	if (row->flavor >= 0 || row->op == LP_OP_ATOMIC_FLOOR ||
+	    row->op == LP_OP_EMPTY)
 		return 0;
 	fix->value = 1;
 	return lp_call(fix->fd[0], LP_IOC_RMW, &set);
@@ -441,6 +463,8 @@ static __u64 calibrate(const struct bench_row *row, struct bench_fix *fix,
 
 	if (quick)
 		return BENCH_QUICK_ITERATIONS / n ? BENCH_QUICK_ITERATIONS / n : 1;
+	if (icount)
+		return BENCH_ICOUNT_ITERATIONS;
 	for (probe = 0; probe < BENCH_PROBES; probe++) {
 		slowest = 0;
 		for (d = 0; d < BENCH_NR_DEVS; d++) {
@@ -502,20 +526,18 @@ static double cell_max(const struct bench_cell *c)
 	return m;
 }
 
-/* The median ns/op of a sane cell, or 0. */
+/* A cell's figure: its median ns/op, or with BENCH_ICOUNT its fewest. */
+static double cell_figure(const struct bench_cell *c)
+{
+	return icount ? cell_min(c) : median(c->ns, c->reps);
+}
+
+/* The figure of a sane cell, or 0. */
 static double cell_ns(int d, int r, int k)
 {
 	const struct bench_cell *c = &cells[d][r][k];
 
-	return c->state == CELL_OK ? median(c->ns, c->reps) : 0;
-}
-
-/* Single-thread ns/op of row @r minus row @floor's, or 0 if either is missing. */
-static double net_ns(int d, int r, int floor)
-{
-	if (floor < 0 || !cell_ns(d, r, 0) || !cell_ns(d, floor, 0))
-		return 0;
-	return cell_ns(d, r, 0) - cell_ns(d, floor, 0);
+	return c->state == CELL_OK ? cell_figure(c) : 0;
 }
 
 /*
@@ -583,8 +605,8 @@ static int report_ktap(int r, int k, int num)
 			       "does not advertise it");
 			break;
 		case CELL_OK:
-			printf("ok %d %s: %.1f ns/op\n", ++num, name,
-			       median(c->ns, c->reps));
+			printf("ok %d %s: %.1f %s\n", ++num, name,
+			       cell_figure(c), icount ? "insns/op" : "ns/op");
 			break;
 		default:
 			printf("# %s: %s\n", name, c->why);
@@ -595,13 +617,15 @@ static int report_ktap(int r, int k, int num)
 	return num;
 }
 
-/* "812.3 [801..830]" or "-" into @buf. */
+/* "812.3 [801..830]" (icount: "812.0 [..830.1]") or "-" into @buf. */
 static const char *fmt_cell(const struct bench_cell *c, char *buf, size_t len)
 {
 	if (c->state == CELL_SKIP)
 		snprintf(buf, len, "n/a");
 	else if (c->state == CELL_BAD)
 		snprintf(buf, len, "FAILED");
+	else if (icount)
+		snprintf(buf, len, "%.1f [..%.1f]", cell_min(c), cell_max(c));
 	else
 		snprintf(buf, len, "%.1f [%.0f..%.0f]", median(c->ns, c->reps),
 			 cell_min(c), cell_max(c));
@@ -637,10 +661,15 @@ static void print_table(void)
 	printf("# All threads share one open file: one gadget, %s\n",
 	       "one RMW variable, one floor counter;");
 	printf("# except ATOMIC_FLOOR/private: an open file, so a counter, per thread.\n");
-	printf("# ns/op: median of the repetitions [min..max]; fail/op: %s\n",
-	       "failed cmpxchg attempts per op.");
+	if (icount)
+		printf("# insns/op: instructions per op, the fewest of %d %s\n",
+		       reps, "repetitions [..the most]; fail/op: failed cmpxchg attempts per op.");
+	else
+		printf("# ns/op: median of the repetitions [min..max]; fail/op: %s\n",
+		       "failed cmpxchg attempts per op.");
 	printf("# %-24s %3s | %-24s %7s | %-24s %7s | %6s\n", "row", "thr",
-	       "C ns/op [min..max]", "fail/op", "Rust ns/op [min..max]",
+	       icount ? "C insns/op [..max]" : "C ns/op [min..max]", "fail/op",
+	       icount ? "Rust insns/op [..max]" : "Rust ns/op [min..max]",
 	       "fail/op", "Rust/C");
 	for (r = 0; r < nr_rows; r++) {
 		for (k = 0; k < nr_counts; k++) {
@@ -670,16 +699,45 @@ static int find_row(__u32 op, int flavor, bool private)
 	return -1;
 }
 
-/* One ratio line: "<what>: C x.xx  Rust y.yy" of row @a over row @b. */
+/*
+ * Device @d's ratio of row @a's cell over row @b's into @buf: the ratio of
+ * their figures and, over wall-clock repetitions, its spread: repetition
+ * i over repetition i, the least and the greatest, "1.23 [1.10..1.31]".
+ */
+static const char *fmt_ratio_spread(int d, int a, int ka, int b, int kb,
+				    char *buf, size_t len)
+{
+	const struct bench_cell *x = &cells[d][a][ka], *y = &cells[d][b][kb];
+	double lo = 0, hi = 0, q;
+	int i, n;
+
+	fmt_ratio(cell_ns(d, a, ka), cell_ns(d, b, kb), buf, len);
+	if (icount || x->state != CELL_OK || y->state != CELL_OK)
+		return buf;
+	n = x->reps < y->reps ? x->reps : y->reps;
+	for (i = 0; i < n; i++) {
+		q = x->ns[i] / y->ns[i];
+		if (!i || q < lo)
+			lo = q;
+		if (!i || q > hi)
+			hi = q;
+	}
+	if (n > 1)
+		snprintf(buf + strlen(buf), len - strlen(buf), " [%.2f..%.2f]",
+			 lo, hi);
+	return buf;
+}
+
+/* One ratio line: "<what>: C x.xx [..]  Rust y.yy [..]", row @a over @b. */
 static void print_ratio(const char *what, int a, int ka, int b, int kb)
 {
-	char x[16], y[16];
+	char x[48], y[48];
 
 	if (a < 0 || b < 0)
 		return;
 	printf("# %s: C %s  Rust %s\n", what,
-	       fmt_ratio(cell_ns(0, a, ka), cell_ns(0, b, kb), x, sizeof(x)),
-	       fmt_ratio(cell_ns(1, a, ka), cell_ns(1, b, kb), y, sizeof(y)));
+	       fmt_ratio_spread(0, a, ka, b, kb, x, sizeof(x)),
+	       fmt_ratio_spread(1, a, ka, b, kb, y, sizeof(y)));
 }
 
 /* The rest of the jbd2 patch: TXN_ATOMIC over TXN_LOCKED, 1 and N threads. */
@@ -722,7 +780,8 @@ static void print_ratios(void)
 	size_t i;
 
 	printf("# === ratios ===\n");
-	printf("# Rust/C, median ns/op, per row at 1..%d threads:\n", maxn);
+	printf("# Rust/C, %s, per row at 1..%d threads:\n",
+	       icount ? "insns/op" : "median ns/op", maxn);
 	for (r = 0; r < nr_rows; r++) {
 		printf("#   Rust/C %-24s", rows[r].label);
 		for (k = 0; k < nr_counts; k++)
@@ -731,15 +790,9 @@ static void print_ratios(void)
 						     sizeof(q)), counts[k]);
 		printf("\n");
 	}
-	printf("# Rust/C net of each module's ATOMIC_FLOOR/private (%s), 1 thread:\n",
-	       "its RUN loop and one atomic_inc");
-	for (r = 0; r < nr_rows; r++) {
-		if (rows[r].op == LP_OP_ATOMIC_FLOOR)
-			continue;
-		printf("#   Rust/C net %-24s %6s\n", rows[r].label,
-		       fmt_ratio(net_ns(1, r, floor_p), net_ns(0, r, floor_p),
-				 q, sizeof(q)));
-	}
+	if (!icount)
+		printf("# Spread: [least..greatest] of repetition i over %s, %d repetitions.\n",
+		       "repetition i", reps);
 	printf("# each flavor's GET_PUT over LOCKED's, one shared gadget, %d threads:\n",
 	       maxn);
 	for (f = 0; f < LP_FLAVOR_COUNT; f++) {
@@ -770,13 +823,14 @@ static void print_ratios(void)
 	print_txn_ratios();
 }
 
+/* The CSV; with clock "icount", the ns_op_ columns are instructions per op. */
 static void print_csv(void)
 {
 	int d, r, k;
 
 	printf("# === csv ===\n");
 	printf("# module,row,op,flavor,arena,threads,iterations,reps,");
-	printf("ns_op_median,ns_op_min,ns_op_max,failed_per_op,sane\n");
+	printf("ns_op_median,ns_op_min,ns_op_max,failed_per_op,sane,clock\n");
 	for (r = 0; r < nr_rows; r++) {
 		for (k = 0; k < nr_counts; k++) {
 			for (d = 0; d < BENCH_NR_DEVS; d++) {
@@ -785,7 +839,7 @@ static void print_csv(void)
 
 				if (c->state == CELL_SKIP)
 					continue;
-				printf("# %s,%s,%s,%s,%s,%d,%llu,%d,%.2f,%.2f,%.2f,%.4f,%d\n",
+				printf("# %s,%s,%s,%s,%s,%d,%llu,%d,%.2f,%.2f,%.2f,%.4f,%d,%s\n",
 				       d ? "rust" : "c", rows[r].label,
 				       op_names[rows[r].op],
 				       row_flavor_name(&rows[r]),
@@ -796,7 +850,8 @@ static void print_csv(void)
 				       ok ? cell_min(c) : 0,
 				       ok ? cell_max(c) : 0,
 				       ok && op_counts_failures(rows[r].op) ?
-				       median(c->fail, c->reps) : 0, ok);
+				       median(c->fail, c->reps) : 0, ok,
+				       icount ? "icount" : "tcg");
 			}
 		}
 	}
@@ -840,8 +895,10 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	quick = env_long("BENCH_QUICK", 0, 0, 1) ||
 		(argc > 1 && !strcmp(argv[1], "-q"));
+	icount = env_long("BENCH_ICOUNT", 0, 0, 1);
 	target_ms = env_long("BENCH_MS", BENCH_MS, 1, 60000);
-	reps = env_long("BENCH_REPS", BENCH_REPS, 1, BENCH_MAX_REPS);
+	reps = env_long("BENCH_REPS", icount ? BENCH_ICOUNT_REPS : BENCH_REPS,
+			1, BENCH_MAX_REPS);
 	if (quick)
 		reps = BENCH_QUICK_REPS;
 	make_rows();
@@ -859,6 +916,10 @@ int main(int argc, char **argv)
 	if (quick)
 		printf("# BENCH_QUICK: %d iterations per thread, %d repetition: %s\n",
 		       BENCH_QUICK_ITERATIONS, reps, "sanity only, no claims");
+	else if (icount)
+		printf("# BENCH_ICOUNT: %d repetitions per cell of %d iterations, %s\n",
+		       reps, BENCH_ICOUNT_ITERATIONS,
+		       "guest clock = instructions (QEMU -icount shift=0)");
 	else
 		printf("# %d repetitions per cell, each run calibrated to ~%ld ms\n",
 		       reps, target_ms);
