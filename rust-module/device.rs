@@ -370,11 +370,13 @@ fn lp_run_get_put(arena: &Arena, r: &uapi::lp_run, g: Option<&GadgetRef>) -> Res
 /// `lp_run_rmw()`: an RMW op's iteration `i`. Returns 1 (an RMW op always
 /// completes).
 fn lp_run_rmw(arena: &Arena, r: &mut uapi::lp_run, i: u64) -> Result<u64> {
-    // The RUN handle of an RMW op is the step between operands.
+    // The RUN handle of an RMW op is the step between operands. As in C, plain
+    // arithmetic: `value` <= LP_RMW_VALUE_MAX, `i` < LP_RUN_MAX_ITERATIONS and
+    // `step` < 2^32 keep the sum below 2^63, so it cannot wrap.
     let step = u64::from(r.handle.max(1));
     let value = r
         .value
-        .saturating_add(i.saturating_mul(step))
+        .wrapping_add(i.wrapping_mul(step))
         .min(u64::from(uapi::LP_RMW_VALUE_MAX));
     let out = rmw::rmw(arena, r.op, value)?;
     r.failed = r.failed.wrapping_add(out.failed);
