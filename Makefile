@@ -3,18 +3,19 @@
 # Everything runs as root (mmdebstrap, mount namespaces, chroot) inside a
 # Debian toolchain root kept in $(LP_CACHE); nothing is installed on the
 # host except mmdebstrap. Variables: LP_CACHE, KDIR, ACCEL=kvm, TIMEOUT,
-# SMP, MEM, JOBS, BENCH_QUICK, TESTS, PRESET, RACE_PUTS, CHAIN_DEPTH
-# (see README.md).
+# SMP, MEM, JOBS, BENCH_QUICK, TESTS, PRESET, RACE_PUTS, CHAIN_DEPTH,
+# SEED, FUZZ_STREAMS, FUZZ_STEPS (see README.md).
 
 S := scripts
 
-.PHONY: help check soak mutants demo bench shell lint litmus toolchain kernel modules guest clean distclean
+.PHONY: help check soak fuzz mutants demo bench shell lint litmus toolchain kernel modules guest clean distclean
 
 help:
 	@echo "make demo       boot the guest, load both modules, print their answers side by side"
 	@echo "make check      build everything needed, run all tests in QEMU, lint; ends 'N passed, N failed'"
 	@echo "                TESTS=GLOB: only the matching driver tests, against both modules"
 	@echo "make soak       make check with the full sizes (PRESET=full: 10^5 racing puts, 10^5-deep chains)"
+	@echo "make fuzz SEED=N  replay one stream of the differential fuzz, printing every step"
 	@echo "make mutants    apply each deliberate bug of shared-tests/mutants/, every one must be caught"
 	@echo "make bench      instructions/op of every op (C, Rust, Rust with helpers inlined), and ns/op"
 	@echo "                at 1..N vCPUs, on perf kernels: tables, ratios, CSV, PNG"
@@ -33,6 +34,10 @@ check:
 
 soak:
 	@PRESET=full $(S)/check.sh
+
+fuzz:
+	@if [ -z "$(SEED)" ]; then echo "make fuzz SEED=N: the seed a fuzz run printed" >&2; exit 2; fi
+	@FUZZ_SEED=$(SEED) TESTS=fuzz.lockstep.streams $(S)/check.sh
 
 mutants:
 	@$(S)/mutants.sh

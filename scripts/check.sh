@@ -75,7 +75,7 @@ quick | full) ;;
 *) lp_die "PRESET=$preset is not one of quick, full" ;;
 esac
 lp_say "$what: toolchain root, $kind kernel, modules, guest (driver, demo, bench smoke), lint, litmus"
-lp_say "sizes: PRESET=$preset${RACE_PUTS:+ RACE_PUTS=$RACE_PUTS}${CHAIN_DEPTH:+ CHAIN_DEPTH=$CHAIN_DEPTH} (the guest prints each size below)"
+lp_say "sizes: PRESET=$preset${RACE_PUTS:+ RACE_PUTS=$RACE_PUTS}${CHAIN_DEPTH:+ CHAIN_DEPTH=$CHAIN_DEPTH}${FUZZ_STREAMS:+ FUZZ_STREAMS=$FUZZ_STREAMS}${FUZZ_STEPS:+ FUZZ_STEPS=$FUZZ_STEPS}${FUZZ_SEED:+ FUZZ_SEED=$FUZZ_SEED} (the guest prints each size below)"
 need "toolchain" "$S/toolchain.sh"
 if [ -z "${KDIR:-}" ]; then
 	need "kernel" "$S/kernel.sh" "$kind"

@@ -28,7 +28,8 @@ mkdir -p "$LP_WORK" "$LP_OUT" "$LP_ROOT/lp/src" "$LP_ROOT/lp/cache"
 passenv=(HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8
 	TERM="${TERM:-dumb}" LP_CACHE_IN="$LP_IN_WORK")
 for v in JOBS ACCEL TIMEOUT SMP MEM KDIR V CI BENCH_QUICK BENCH_MS BENCH_REPS \
-	LP_VERBOSE RACE_PUTS CHAIN_DEPTH PRESET TESTS ICOUNT; do
+	LP_VERBOSE RACE_PUTS CHAIN_DEPTH PRESET TESTS ICOUNT FUZZ_SEED FUZZ_STREAMS \
+	FUZZ_STEPS; do
 	[ -n "${!v:-}" ] && passenv+=("$v=${!v}")
 done
 

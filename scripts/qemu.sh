@@ -10,6 +10,7 @@
 # 2G), PRESET (quick or full: the driver's sizes, see lockless_test.c),
 # TESTS (a glob: only the driver tests it matches, no KUnit, demo or bench
 # smoke), RACE_PUTS and CHAIN_DEPTH (override one size of the preset),
+# FUZZ_SEED (replay one differential-fuzz stream), FUZZ_STREAMS, FUZZ_STEPS,
 # BENCH_QUICK, BENCH_MS, BENCH_REPS (the bench driver's, see
 # shared-tests/lockless_bench.c).
 set -euo pipefail
@@ -68,6 +69,13 @@ if [ "$mode" = check ]; then
 	esac
 	[ -z "${RACE_PUTS:-}" ] || append+=" lp.env.LP_RACE_PUTS=$RACE_PUTS"
 	[ -z "${CHAIN_DEPTH:-}" ] || append+=" lp.env.LP_CHAIN_DEPTH=$CHAIN_DEPTH"
+	# The differential fuzz (shared-tests/lockless_fuzz.c): a seed to
+	# replay (make fuzz SEED=N), or other sizes than the preset's.
+	for v in FUZZ_SEED FUZZ_STREAMS FUZZ_STEPS; do
+		[ -n "${!v:-}" ] || continue
+		[[ ${!v} =~ ^[0-9]+$ ]] || lp_die "$v=${!v}: a decimal number, please"
+		append+=" lp.env.LP_$v=${!v}"
+	done
 	if [ -n "${TESTS:-}" ]; then
 		case $TESTS in *[[:space:]]*) lp_die "TESTS='$TESTS': one glob, no spaces" ;; esac
 		# The development loop: only the matching tests, no KUnit at boot.

@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -3235,5 +3236,9 @@ TEST_F(mod, unload_and_reload_twice)
 		close(fd);
 	}
 }
+
+/* ---- differential fuzzing: C and Rust in lockstep ---------------------- */
+
+#include "lockless_fuzz.c"
 
 TEST_HARNESS_MAIN
