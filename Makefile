@@ -14,7 +14,8 @@ help:
 	@echo "make demo       boot the guest, load both modules, print their answers side by side"
 	@echo "make check      build everything needed, run all tests in QEMU, lint; ends 'N passed, N failed'"
 	@echo "                TESTS=GLOB: only the matching driver tests, against both modules"
-	@echo "make soak       make check with the full sizes (PRESET=full: 10^5 racing puts, 10^5-deep chains)"
+	@echo "make soak       make check with the full sizes (PRESET=full: 10^5 racing puts, 10^5-deep chains),"
+	@echo "                on the KCSAN kernel, then on the debug (KASAN) kernel"
 	@echo "make fuzz SEED=N  replay one stream of the differential fuzz, printing every step"
 	@echo "make mutants    apply each deliberate bug of shared-tests/mutants/, every one must be caught"
 	@echo "make bench      instructions/op of every op (C, Rust, Rust with helpers inlined), and ns/op"
@@ -33,7 +34,7 @@ check:
 	@$(S)/check.sh
 
 soak:
-	@PRESET=full $(S)/check.sh
+	@PRESET=full KIND=kcsan $(S)/check.sh && PRESET=full KIND=debug $(S)/check.sh
 
 fuzz:
 	@if [ -z "$(SEED)" ]; then echo "make fuzz SEED=N: the seed a fuzz run printed" >&2; exit 2; fi

@@ -11,13 +11,18 @@
 # TESTS=GLOB: only the driver tests whose name matches, against both
 # modules, without KUnit, demo, bench smoke, lint or litmus: the
 # development loop.
+# KIND=debug (KASAN) or kcsan (KCSAN instead of KASAN): the guest kernel.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 lp_need_root "$@"
 
 S=$LP_REPO/scripts
 results=$LP_OUT/results
-kind=debug
+kind=${KIND:-debug}
+case $kind in
+debug | kcsan) ;;
+*) lp_die "KIND=$kind is not one of debug, kcsan" ;;
+esac
 preset=${PRESET:-quick}
 what="make check"
 [ "$preset" = full ] && what="make soak"
