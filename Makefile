@@ -8,7 +8,7 @@
 
 S := scripts
 
-.PHONY: help check soak fuzz mutants demo bench shell lint litmus toolchain kernel modules guest clean distclean
+.PHONY: help check soak fuzz kcsan-control mutants demo bench shell lint litmus toolchain kernel modules guest clean distclean
 
 help:
 	@echo "make demo       boot the guest, load both modules, print their answers side by side"
@@ -17,6 +17,7 @@ help:
 	@echo "make soak       make check with the full sizes (PRESET=full: 10^5 racing puts, 10^5-deep chains),"
 	@echo "                on the KCSAN kernel, then on the debug (KASAN) kernel"
 	@echo "make fuzz SEED=N  replay one stream of the differential fuzz, printing every step"
+	@echo "make kcsan-control  KCSAN's negative control: a deliberate data race in each module, what KCSAN sees"
 	@echo "make mutants    apply each deliberate bug of shared-tests/mutants/, every one must be caught"
 	@echo "make bench      instructions/op of every op (C, Rust, Rust with helpers inlined), and ns/op"
 	@echo "                at 1..N vCPUs, on perf kernels: tables, ratios, CSV, PNG"
@@ -39,6 +40,9 @@ soak:
 fuzz:
 	@if [ -z "$(SEED)" ]; then echo "make fuzz SEED=N: the seed a fuzz run printed" >&2; exit 2; fi
 	@FUZZ_SEED=$(SEED) TESTS=fuzz.lockstep.streams $(S)/check.sh
+
+kcsan-control:
+	@$(S)/kcsan_control.sh
 
 mutants:
 	@$(S)/mutants.sh

@@ -149,6 +149,12 @@ static_assert(sizeof(struct lp_txn_stat) ==
 #define LP_ALL_TXN_FLAVORS	((1u << LP_TXN_FLAVOR_COUNT) - 1)
 #define LP_ALL_OPS	((1ull << LP_OP_COUNT) - 1)
 
+/* KCSAN's negative control, RUN RACY_INC: off unless loaded with it. */
+static unsigned int racy_control;
+module_param(racy_control, uint, 0444);
+MODULE_PARM_DESC(racy_control,
+		 "1: run RACY_INC, a deliberate data race (KCSAN's negative control)");
+
 static int lp_copy_in_checked(void *dst, const void __user *argp, size_t size,
 			      size_t reserved_off, size_t reserved_len)
 {
@@ -235,6 +241,8 @@ static long lp_identify(void __user *argp)
 	id.flavors = LP_ALL_FLAVORS;
 	id.txn_flavors = LP_ALL_TXN_FLAVORS;
 	id.ops = LP_ALL_OPS;
+	if (racy_control)
+		id.ops |= BIT_ULL(LP_OP_RACY_INC);
 	id.live_gadgets = atomic64_read(&lp_live_gadgets);
 	id.live_arenas = atomic64_read(&lp_live_arenas);
 	id.live_handles = atomic64_read(&lp_live_handles);
@@ -733,6 +741,16 @@ static int lp_run_one(struct lp_arena *arena, struct lp_run *r,
 		return lp_run_txn_extend(&arena->txn, r, t);
 	case LP_OP_EMPTY:
 		return 1;
+	case LP_OP_RACY_INC:
+		if (r->value) {
+			/* A race condition, not a data race: marked. */
+			WRITE_ONCE(arena->racy_marked,
+				   READ_ONCE(arena->racy_marked) + 1);
+			return 1;
+		}
+		/* The data race KCSAN must report: plain load, add, store. */
+		arena->racy++;
+		return 1;
 	default:
 		return lp_run_rmw(arena, r, i);
 	}
@@ -765,7 +783,11 @@ static long lp_run(struct lp_arena *arena, void __user *argp)
 	if (err)
 		return err;
 	/* @value: an RMW operand, an id, TXN_EXTEND's credits, or ignored. */
-	if (r.op >= LP_OP_COUNT ||
+	if (r.op == LP_OP_RACY_INC && !racy_control)
+		return -EOPNOTSUPP;
+	if (r.op == LP_OP_RACY_INC && r.value > 1)
+		return -EINVAL;
+	if ((r.op >= LP_OP_COUNT && r.op != LP_OP_RACY_INC) ||
 	    (lp_op_is_rmw(r.op) && r.value > LP_RMW_VALUE_MAX) ||
 	    (r.op == LP_OP_TXN_EXTEND &&
 	     (!r.value || r.value > LP_TXN_CREDITS_MAX)))
@@ -809,6 +831,11 @@ static long lp_run(struct lp_arena *arena, void __user *argp)
 	}
 	r.elapsed_ns = ktime_get_ns() - start;
 	r.completed = completed;
+	if (r.op == LP_OP_RACY_INC && r.value)
+		r.delta = READ_ONCE(arena->racy_marked);
+	else if (r.op == LP_OP_RACY_INC)
+		/* Not the control: the increments are; KCSAN may skip this one. */
+		r.delta = data_race(arena->racy);
 	err = lp_write_back(argp, &r, sizeof(r));
 out:
 	if (t.started)

@@ -135,6 +135,9 @@ struct lp_txn_handle {
  * @max_locked: jbd2's t_max_wait before the patch, under @max_lock
  * @max_lock: jbd2's t_handle_lock
  * @floor: private counter of the ATOMIC_FLOOR op
+ * @racy: RACY_INC's counter, written with no lock and no marking on
+ *	  purpose (KCSAN's negative control, module parameter racy_control)
+ * @racy_marked: RACY_INC's other counter: no lock, marked accesses
  * @txn: the transaction (TXN ioctls and RUN ops)
  * @txn_handles: transaction handle -> struct lp_txn_handle, each entry
  *		 one update counted in &lp_txn.t_updates; a reserved
@@ -161,6 +164,8 @@ struct lp_arena {
 	unsigned long max_locked;
 	spinlock_t max_lock;		/* @max_locked */
 	atomic_t floor;
+	int racy;
+	int racy_marked;
 	struct lp_txn txn;
 	struct xarray txn_handles;
 	struct mutex txn_handles_lock;	/* handle -> live lp_txn_handle */

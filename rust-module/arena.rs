@@ -12,7 +12,7 @@
 //! ([`GadgetRef`]): PUT consumes it, GET/LOOKUP/TRYGET/NEW create one, and
 //! closing the file puts whatever is left.
 
-use core::pin::Pin;
+use core::{cell::UnsafeCell, pin::Pin};
 use kernel::{
     new_mutex, new_spinlock,
     prelude::*,
@@ -74,6 +74,20 @@ pub(crate) struct Handles<T> {
     pub(crate) held: u32,
 }
 
+/// RACY_INC's counter (C's `racy`): KCSAN's negative control.
+///
+/// Concurrent RUNs of RACY_INC read and write it with plain accesses and no lock:
+/// a data race on purpose, undefined behaviour in Rust as it is a bug in C. The op
+/// runs only in a module loaded with `racy_control=1`, which nothing in `make
+/// check` does; `make kcsan-control` loads it to see what KCSAN reports of it.
+pub(crate) struct RacyCounter(pub(crate) UnsafeCell<i32>);
+
+// SAFETY: This is not sound, and says so: sharing `RacyCounter` between threads
+// lets RACY_INC race on its `i32`, which is the point of the control. Nothing
+// else touches the counter, and the op is refused (`EOPNOTSUPP`) unless the
+// module parameter `racy_control` asks for it.
+unsafe impl Sync for RacyCounter {}
+
 /// One open file of `/dev/lockless_rust` (`struct lp_arena`).
 #[pin_data(PinnedDrop)]
 pub(crate) struct Arena {
@@ -115,6 +129,10 @@ pub(crate) struct Arena {
     pub(crate) max_locked: SpinLock<usize>,
     /// Private counter of the ATOMIC_FLOOR op.
     pub(crate) floor: Atomic<i32>,
+    /// RACY_INC's counter, written with no lock and no marking on purpose.
+    pub(crate) racy: RacyCounter,
+    /// RACY_INC's other counter: no lock, marked (atomic) accesses.
+    pub(crate) racy_marked: Atomic<i32>,
     /// jbd2's transaction (`struct lp_txn`).
     #[pin]
     pub(crate) txn: Txn,
@@ -241,6 +259,8 @@ impl Arena {
             max_wait: Atomic::new(0),
             max_locked <- new_spinlock!(0, "lp_arena.max_lock"),
             floor: Atomic::new(0),
+            racy: RacyCounter(UnsafeCell::new(0)),
+            racy_marked: Atomic::new(0),
             txn <- Txn::init(),
             txn_handles <- new_mutex!(Handles::new(), "lp_arena.txn_handles_lock"),
         })

@@ -45,6 +45,11 @@ const ALL_FLAVORS: u32 = (1 << uapi::LP_FLAVOR_COUNT) - 1;
 const ALL_OPS: u64 = (1 << uapi::LP_OP_COUNT) - 1;
 const ALL_TXN_FLAVORS: u32 = (1 << uapi::LP_TXN_FLAVOR_COUNT) - 1;
 
+/// KCSAN's negative control, RUN RACY_INC: off unless loaded with it.
+fn racy_control() -> bool {
+    crate::module_parameters::racy_control.value() != 0
+}
+
 /// The registration of `/dev/lockless_rust`.
 pub(crate) type Registration = MiscDeviceRegistration<Arena>;
 
@@ -149,7 +154,12 @@ fn lp_identify(arg: UserPtr) -> Result<isize> {
     let mut id = uapi::lp_identify {
         abi_version: uapi::LP_ABI_VERSION,
         flavors: ALL_FLAVORS,
-        ops: ALL_OPS,
+        ops: ALL_OPS
+            | if racy_control() {
+                1 << uapi::LP_OP_RACY_INC
+            } else {
+                0
+            },
         // As C's `atomic64_read()` into a `__u64`: a count taken below zero (one
         // decrement too many) shows as a huge value, not as 0.
         live_gadgets: LIVE_GADGETS.load(Relaxed) as u64,
@@ -416,6 +426,21 @@ fn lp_run_one(
         uapi::LP_OP_TXN_START_STOP => lp_run_txn_start_stop(&arena.txn, r),
         uapi::LP_OP_TXN_EXTEND => lp_run_txn_extend(&arena.txn, r, txn_h),
         uapi::LP_OP_EMPTY => Ok(1),
+        uapi::LP_OP_RACY_INC if r.value != 0 => {
+            // A race condition, not a data race: C's READ_ONCE()/WRITE_ONCE().
+            let v = arena.racy_marked.load(Relaxed);
+            arena.racy_marked.store(v.wrapping_add(1), Relaxed);
+            Ok(1)
+        }
+        uapi::LP_OP_RACY_INC => {
+            let p = arena.racy.0.get();
+            // SAFETY: `p` points into the arena, alive for the whole ioctl. The
+            // plain read and write race with other threads' RACY_INC: the data
+            // race KCSAN is asked to see, reachable only with `racy_control=1`
+            // (see `RacyCounter`).
+            unsafe { *p = (*p).wrapping_add(1) };
+            Ok(1)
+        }
         _ => lp_run_rmw(arena, r, i),
     }
 }
@@ -467,7 +492,13 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut r, writer) = copy_in::<uapi::lp_run>(arg)?;
     // `value` is an RMW operand only for RMW ops; else an id, or ignored.
     // A TXN_EXTEND value is a credit count.
-    if r.op >= uapi::LP_OP_COUNT
+    if r.op == uapi::LP_OP_RACY_INC && !racy_control() {
+        return Err(EOPNOTSUPP);
+    }
+    if r.op == uapi::LP_OP_RACY_INC && r.value > 1 {
+        return Err(EINVAL);
+    }
+    if (r.op >= uapi::LP_OP_COUNT && r.op != uapi::LP_OP_RACY_INC)
         || (rmw::op_is_rmw(r.op) && r.value > u64::from(uapi::LP_RMW_VALUE_MAX))
         || (r.op == uapi::LP_OP_TXN_EXTEND
             && (r.value == 0 || r.value > u64::from(uapi::LP_TXN_CREDITS_MAX)))
@@ -512,6 +543,15 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
     drop(txn_h);
     r.elapsed_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(0);
     r.completed = completed;
+    if r.op == uapi::LP_OP_RACY_INC {
+        let v = if r.value != 0 {
+            arena.racy_marked.load(Relaxed)
+        } else {
+            // SAFETY: as the increments' (see `RacyCounter`); C's `data_race()`.
+            unsafe { arena.racy.0.get().read_volatile() }
+        };
+        r.delta = i64::from(v) as u64;
+    }
     write_back(writer, &r)
 }
 

@@ -30,6 +30,12 @@ module! {
     authors: ["lockless-parity developers"],
     description: "lockless-parity: lockless RMW patterns, Rust mirror",
     license: "GPL",
+    params: {
+        racy_control: u32 {
+            default: 0,
+            description: "1: run RACY_INC, a deliberate data race (KCSAN's negative control)",
+        },
+    },
 }
 
 #[pin_data(PinnedDrop)]

@@ -25,6 +25,8 @@ gcc "${cflags[@]}" -o "$stage/bin/lockless_test" shared-tests/lockless_test.c ||
 	lp_die "compiling shared-tests/lockless_test.c failed"
 gcc "${cflags[@]}" -o "$stage/bin/lockless_demo" shared-tests/lockless_demo.c ||
 	lp_die "compiling shared-tests/lockless_demo.c failed"
+gcc "${cflags[@]}" -o "$stage/bin/lockless_racy" shared-tests/lockless_racy.c ||
+	lp_die "compiling shared-tests/lockless_racy.c failed"
 gcc "${cflags[@]}" -o "$stage/bin/lockless_bench" shared-tests/lockless_bench.c ||
 	lp_die "compiling shared-tests/lockless_bench.c failed"
 

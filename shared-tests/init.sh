@@ -9,6 +9,9 @@
 #   lp.mode=demo   run the side-by-side report (on /dev/ttyS1)
 #   lp.mode=bench  run the bench driver (KTAP, table, CSV on /dev/ttyS1)
 #   lp.mode=shell  an interactive shell on the console, nothing else
+#   lp.mode=racy   KCSAN's negative control: both modules loaded with
+#                  racy_control=1, /bin/lockless_racy (on /dev/ttyS1);
+#                  the KCSAN reports are on the console
 #
 # Lines starting "lp-init:" are for the judge (scripts/judge.py): a
 # "lp-init: FAIL" line fails the run, "lp-init: done" proves it finished,
@@ -86,8 +89,11 @@ if [ "$mode" = check ]; then
 		fail "kmemleak is absent or disabled ($kmemleak not writable)"
 	fi
 fi
+params=
+[ "$mode" != racy ] || params=racy_control=1
 for m in lockless_c lockless_rust; do
-	insmod /modules/$m.ko || fail "insmod $m"
+	# shellcheck disable=SC2086
+	insmod /modules/$m.ko $params || fail "insmod $m"
 done
 
 case $mode in
@@ -126,6 +132,11 @@ demo)
 	;;
 bench)
 	/bin/lockless_bench >$out 2>&1 || fail "lockless_bench exited $?"
+	;;
+racy)
+	/bin/lockless_racy >$out 2>&1 || fail "lockless_racy exited $?"
+	# KCSAN prints a report once it is sure; give it a moment.
+	sleep 2
 	;;
 shell)
 	echo "lp-init: both modules are loaded; /bin/lockless_test runs the tests,"

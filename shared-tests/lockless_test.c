@@ -1161,7 +1161,11 @@ TEST_F(dev, bad_input_gets_the_documented_errno)
 	EXPECT_EQ(-EINVAL, lp_rmw(self->fd, LP_OP_GET_PUT, 0, &r));
 	EXPECT_EQ(-EINVAL, lp_rmw(self->fd, LP_OP_SET, LP_RMW_VALUE_MAX + 1, &r));
 	EXPECT_EQ(-EINVAL, lp_run(self->fd, LP_OP_COUNT, 0, 1, 0, &run));
+	EXPECT_EQ(-EINVAL, lp_rmw(self->fd, LP_OP_RACY_INC, 0, &r));
 	ASSERT_EQ(0, arena_still_works(self->fd));
+
+	/* -EOPNOTSUPP: KCSAN's racy control, off unless a parameter asks. */
+	EXPECT_EQ(-EOPNOTSUPP, lp_run(self->fd, LP_OP_RACY_INC, 0, 1, 0, &run));
 
 	/* -EBUSY: CONFIGURE after the first NEW (above). */
 	EXPECT_EQ(-EBUSY, lp_configure(self->fd, LP_FLAVOR_LOCKLESS));

@@ -56,7 +56,8 @@
  * behaviour) does not change it. Version 2: new magic (0xb7 is nsfs's and
  * remoteproc's), saturating RMW ops, all-or-nothing ioctls, no -EINTR,
  * RUN ids not capped. Added since, compatibly: the transaction
- * (TXN_*) ioctls and RUN ops, IDENTIFY's txn_flavors, the EMPTY RUN op.
+ * (TXN_*) ioctls and RUN ops, IDENTIFY's txn_flavors, the EMPTY RUN op,
+ * the RACY_INC control (off unless a module parameter asks for it).
  */
 #ifndef _UAPI_LOCKLESS_PARITY_H
 #define _UAPI_LOCKLESS_PARITY_H
@@ -168,7 +169,20 @@ enum lp_op {
 	LP_OP_TXN_START_STOP		= 13,
 	LP_OP_TXN_EXTEND		= 14,
 	LP_OP_EMPTY			= 15,
-	LP_OP_COUNT
+	LP_OP_COUNT,
+	/*
+	 * Not part of the contract, outside 0..LP_OP_COUNT: KCSAN's negative
+	 * control. A RUN-only op whose every iteration increments an arena
+	 * counter without a lock, for threads sharing a file to race on: with
+	 * RUN value 0 by a plain, unmarked load and store, a data race; with
+	 * value 1 by a marked one (C: READ_ONCE()/WRITE_ONCE(), Rust: a
+	 * relaxed Atomic load and store), a race condition (updates are lost)
+	 * but no data race. Only a module loaded with racy_control=1 runs it
+	 * (and sets its bit in lp_identify.ops); any other answers
+	 * -EOPNOTSUPP; a value above 1 is -EINVAL. The RUN's @delta reports
+	 * the counter after the loop; no test of make check runs it.
+	 */
+	LP_OP_RACY_INC			= 63,
 };
 
 /*
