@@ -164,8 +164,8 @@ struct lp_arena {
 	unsigned long max_locked;
 	spinlock_t max_lock;		/* @max_locked */
 	atomic_t floor;
-	int racy;
-	int racy_marked;
+	unsigned int racy;
+	unsigned int racy_marked;
 	struct lp_txn txn;
 	struct xarray txn_handles;
 	struct mutex txn_handles_lock;	/* handle -> live lp_txn_handle */

@@ -80,10 +80,10 @@ pub(crate) struct Handles<T> {
 /// a data race on purpose, undefined behaviour in Rust as it is a bug in C. The op
 /// runs only in a module loaded with `racy_control=1`, which nothing in `make
 /// check` does; `make kcsan-control` loads it to see what KCSAN reports of it.
-pub(crate) struct RacyCounter(pub(crate) UnsafeCell<i32>);
+pub(crate) struct RacyCounter(pub(crate) UnsafeCell<u32>);
 
 // SAFETY: This is not sound, and says so: sharing `RacyCounter` between threads
-// lets RACY_INC race on its `i32`, which is the point of the control. Nothing
+// lets RACY_INC race on its `u32`, which is the point of the control. Nothing
 // else touches the counter, and the op is refused (`EOPNOTSUPP`) unless the
 // module parameter `racy_control` asks for it.
 unsafe impl Sync for RacyCounter {}
@@ -132,7 +132,7 @@ pub(crate) struct Arena {
     /// RACY_INC's counter, written with no lock and no marking on purpose.
     pub(crate) racy: RacyCounter,
     /// RACY_INC's other counter: no lock, marked (atomic) accesses.
-    pub(crate) racy_marked: Atomic<i32>,
+    pub(crate) racy_marked: Atomic<u32>,
     /// jbd2's transaction (`struct lp_txn`).
     #[pin]
     pub(crate) txn: Txn,

@@ -550,7 +550,7 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
             // SAFETY: as the increments' (see `RacyCounter`); C's `data_race()`.
             unsafe { arena.racy.0.get().read_volatile() }
         };
-        r.delta = i64::from(v) as u64;
+        r.delta = u64::from(v);
     }
     write_back(writer, &r)
 }
