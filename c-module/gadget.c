@@ -341,6 +341,35 @@ static void lp_release_rwsem(struct kref *kref)
 }
 
 /**
+ * lp_put_kref_mutex() - kref_put_mutex() on the owner's mutex
+ * @g: the gadget, on its owner's weak list
+ *
+ * refcount_dec_and_mutex_lock(): lock-free while the count is above one,
+ * the 1 -> 0 step under the mutex, which lp_release_mutex() unlinks the
+ * gadget under and drops. Release ordering before the decrement, acquire
+ * before the gadget is unlinked and freed.
+ *
+ * Return: true if this put dropped the last reference (@g is unlinked).
+ */
+static bool lp_put_kref_mutex(struct lp_gadget *g)
+{
+	return kref_put_mutex(&g->kref, lp_release_mutex, &lp_owner(g)->mutex);
+}
+
+/**
+ * lp_put_kref_lock() - kref_put_lock() on the owner's spinlock
+ * @g: the gadget, on its owner's weak list
+ *
+ * The same with refcount_dec_and_lock() and lp_release_lock().
+ *
+ * Return: true if this put dropped the last reference (@g is unlinked).
+ */
+static bool lp_put_kref_lock(struct lp_gadget *g)
+{
+	return kref_put_lock(&g->kref, lp_release_lock, &lp_owner(g)->lock);
+}
+
+/**
  * lp_kref_put_rwsem() - kref_put_mutex() for a list fenced by an rw_semaphore
  * @kref: the object
  * @release: called with @sem held for write when the count reaches zero;
@@ -380,8 +409,6 @@ static int lp_kref_put_rwsem(struct kref *kref,
  */
 static bool lp_put_one(struct lp_gadget *g)
 {
-	struct lp_kids *owner = lp_owner(g);
-
 	switch (lp_flavor_of(g)) {
 	case LP_FLAVOR_LOCKED:
 		return lp_put_locked(g);
@@ -390,12 +417,12 @@ static bool lp_put_one(struct lp_gadget *g)
 	case LP_FLAVOR_WEAK_CMPXCHG:
 		return lp_put_weak_cmpxchg(g);
 	case LP_FLAVOR_KREF_MUTEX:
-		return kref_put_mutex(&g->kref, lp_release_mutex, &owner->mutex);
+		return lp_put_kref_mutex(g);
 	case LP_FLAVOR_KREF_LOCK:
-		return kref_put_lock(&g->kref, lp_release_lock, &owner->lock);
+		return lp_put_kref_lock(g);
 	default:
 		return lp_kref_put_rwsem(&g->kref, lp_release_rwsem,
-					 &owner->rwsem);
+					 &lp_owner(g)->rwsem);
 	}
 }
 
