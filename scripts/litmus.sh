@@ -14,8 +14,12 @@
 # env:   HERD_TIMEOUT (s per test), HERD_MEM_MB (address-space cap per test),
 #        HERD_OPTS (extra herd7 options; default "-optace true", see below)
 #
+# Then scripts/litmus_code.py checks each test's "Code:" section against the
+# functions of c-module/ and rust-module/ it names (one result per pair,
+# plus coverage of every function that claims an ordering).
+#
 # Output: one line per test, "ok NAME" or "FAIL NAME: expected X, herd7 said
-# Y", then "N passed, N failed"; the counts also go to
+# Y", the checker's lines, then "N passed, N failed"; the counts also go to
 # build/results/litmus.counts as "P F".  herd7's full output for each test
 # is kept in build/litmus/NAME.litmus.out.
 set -euo pipefail
@@ -175,6 +179,7 @@ fi
 
 # Tests to run: arguments (names or paths) or every file in the directory.
 tests=()
+tests_named=("$@")
 if [ $# -gt 0 ]; then
 	for t in "$@"; do
 		t=$(basename "$t" .litmus)
@@ -227,6 +232,23 @@ for t in "${tests[@]}"; do
 		fail=$((fail + 1))
 	fi
 done
+
+# The link from each proof to our code (scripts/litmus_code.py): every
+# test's "Code:" section against the functions it names, and every
+# function with an ordering claim covered.  One result per (test,
+# function) pair, plus the coverage check.
+lp_say "checking each test's Code: section against c-module/ and rust-module/"
+code_out=$outdir/code.out
+python3 "$LP_REPO/scripts/litmus_code.py" "$LP_REPO" "${tests_named[@]}" >"$code_out" 2>&1 || true
+sed '$d' "$code_out"
+code_counts=$(tail -n1 "$code_out")
+if [[ $code_counts =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+	pass=$((pass + BASH_REMATCH[1]))
+	fail=$((fail + BASH_REMATCH[2]))
+else
+	echo "FAIL litmus_code.py: no result line; its output: $(tail -n3 "$code_out")"
+	fail=$((fail + 1))
+fi
 
 printf '%s %s\n' "$pass" "$fail" >"$LP_OUT/results/litmus.counts"
 echo "$pass passed, $fail failed"

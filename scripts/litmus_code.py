@@ -1,0 +1,634 @@
+#!/usr/bin/env python3
+"""litmus_code.py: check that the litmus tests are about our code.
+
+Each shared-tests/litmus/*.litmus header has a "Code:" section naming, for
+processes of the test, the functions of c-module/ and rust-module/ that
+they model, each with the ordered list of memory-model operations the
+function is expected to perform, in source order:
+
+    * Code:
+    * P1 c-module/gadget.c lp_put_lockless
+    *	fetch_sub.full(refcnt)
+    * P1 rust-module/gadget.rs put_lockless
+    *	fetch_sub.release+acquire(a)
+
+This script extracts the same list from each named function's source and
+fails, naming file, function and operation, when code and model disagree:
+an operation missing, added, reordered or with another ordering.  It then
+checks coverage: every function of both modules whose comment makes an
+ordering claim must be named by some test, or listed, with the reason, in
+shared-tests/litmus/unmodeled.txt.
+
+Tokens are KIND[.ORDERING][(NAME)]: NAME is the last identifier of the
+variable or lock operated on.  The vocabulary (which C and Rust calls map
+to which token) is the VOCABULARY section below and README.md of the
+litmus directory.  Tokens in [brackets] in a header are on another
+flavor's branch of the same function: they must be in the source all the
+same (the list is the whole function's), the brackets tell the reader the
+model leaves them out.
+
+usage: litmus_code.py REPO            check every test (make litmus does)
+       litmus_code.py REPO --show FILE FUNC   print the list extracted
+Output: "ok TEST: FILE FUNC" / "FAIL TEST: FILE FUNC: reason" per pair, a
+coverage line, then "N passed, N failed"; exit 1 on any failure.
+"""
+
+import os
+import re
+import sys
+
+# ------------------------------------------------------------ VOCABULARY
+
+ORDER_SUFFIX = {"": "full", "_relaxed": "relaxed", "_acquire": "acquire",
+                "_release": "release"}
+RUST_ORDER = {"Relaxed": "relaxed", "Acquire": "acquire",
+              "Release": "release", "Full": "full"}
+
+# C atomic_t/atomic64_t/atomic_long_t ops: the canonical kind.  Void ops
+# (add, sub) are unordered whatever their suffix; value-returning ops are
+# fully ordered unless suffixed.  dec_and_test and add_return are the same
+# RMW as fetch_sub/fetch_add (only the value returned differs).
+C_ATOMIC = {
+    "read": ("read", "once"), "set": ("set", "once"),
+    "read_acquire": ("read", "acquire"), "set_release": ("set", "release"),
+    "inc": ("add", "relaxed"), "add": ("add", "relaxed"),
+    "dec": ("sub", "relaxed"), "sub": ("sub", "relaxed"),
+    "inc_return": ("fetch_add", None), "add_return": ("fetch_add", None),
+    "fetch_inc": ("fetch_add", None), "fetch_add": ("fetch_add", None),
+    "dec_return": ("fetch_sub", None), "sub_return": ("fetch_sub", None),
+    "fetch_dec": ("fetch_sub", None), "fetch_sub": ("fetch_sub", None),
+    "dec_and_test": ("fetch_sub", None), "sub_and_test": ("fetch_sub", None),
+    "cmpxchg": ("cmpxchg", None), "try_cmpxchg": ("cmpxchg", None),
+    "xchg": ("xchg", None),
+    "inc_not_zero": ("inc_not_zero", None),
+    "add_unless": ("inc_not_zero", None),
+}
+
+# Other C calls: name -> list of (kind, ordering or None, arg index of the
+# name or None).  kref_put_mutex()/kref_put_lock() are
+# refcount_dec_and_mutex_lock()/refcount_dec_and_lock(): dec_not_one, the
+# lock, dec_and_test under it, the unlock if that was not the last.
+REL_ACQ = "release+acquire"
+C_CALLS = {
+    "READ_ONCE": [("read", "once", 0)], "WRITE_ONCE": [("set", "once", 0)],
+    "smp_load_acquire": [("read", "acquire", 0)],
+    "smp_store_release": [("set", "release", 0)],
+    "cmpxchg": [("cmpxchg", "full", 0)], "xchg": [("xchg", "full", 0)],
+    "cmpxchg_relaxed": [("cmpxchg", "relaxed", 0)],
+    "smp_mb": [("mb", None, None)], "smp_rmb": [("rmb", None, None)],
+    "smp_wmb": [("wmb", None, None)],
+    "smp_acquire__after_ctrl_dep": [("acquire_ctrl", None, None)],
+    "refcount_inc": [("add", "relaxed", 0)],
+    "refcount_inc_not_zero": [("inc_not_zero", "relaxed", 0)],
+    "refcount_dec_not_one": [("dec_not_one", "release", 0)],
+    "refcount_dec_and_test": [("fetch_sub", REL_ACQ, 0)],
+    "refcount_dec": [("sub", "release", 0)],
+    "refcount_read": [("read", "once", 0)],
+    "kref_get": [("add", "relaxed", 0)],
+    "kref_get_unless_zero": [("inc_not_zero", "relaxed", 0)],
+    "kref_put": [("fetch_sub", REL_ACQ, 0)],
+    "kref_read": [("read", "once", 0)],
+    "kref_put_mutex": [("dec_not_one", "release", 0), ("lock", None, 2),
+                       ("fetch_sub", REL_ACQ, 0), ("unlock", None, 2)],
+    "kref_put_lock": [("dec_not_one", "release", 0), ("lock", None, 2),
+                      ("fetch_sub", REL_ACQ, 0), ("unlock", None, 2)],
+    "mutex_lock": [("lock", None, 0)], "mutex_unlock": [("unlock", None, 0)],
+    "spin_lock": [("lock", None, 0)], "spin_unlock": [("unlock", None, 0)],
+    "xa_lock": [("lock", None, 0)], "xa_unlock": [("unlock", None, 0)],
+    "down_write": [("lock", None, 0)], "up_write": [("unlock", None, 0)],
+    "write_lock": [("lock", None, 0)], "write_unlock": [("unlock", None, 0)],
+    "down_read": [("lock_read", None, 0)], "up_read": [("unlock_read", None, 0)],
+    "read_lock": [("lock_read", None, 0)],
+    "read_unlock": [("unlock_read", None, 0)],
+    # xa_erase() takes the xarray's own lock around the erase.
+    "xa_erase": [("lock", None, 0), ("erase", None, 0), ("unlock", None, 0)],
+    "xa_store": [("store_entry", None, 0)],
+    "list_del": [("unlink", None, None)],
+    # Ours: lp_kids_lock() takes the lock of the flavor's weak list.
+    "lp_kids_lock": [("lock", None, 0)],
+    "lp_kids_unlock": [("unlock", None, 0)],
+    "list_del_init": [("unlink", None, None)],
+    "prepare_to_wait": [("prepare_to_wait", None, 0)],
+    "wake_up": [("wake_up", None, 0)],
+}
+
+# Rust method calls: name -> (kind, ordering source).  "arg" takes the
+# ordering from the call's last argument (Relaxed/Acquire/Release/Full).
+RUST_METHODS = {
+    "load": ("read", "arg"), "store": ("set", "arg"),
+    "cmpxchg": ("cmpxchg", "arg"), "xchg": ("xchg", "arg"),
+    "fetch_add": ("fetch_add", "arg"), "fetch_sub": ("fetch_sub", "arg"),
+    "add": ("add", "relaxed"),
+    # Refcount (refcount.h through bindings and patch 0001)
+    "inc": ("add", "relaxed"), "inc_not_zero": ("inc_not_zero", "relaxed"),
+    "dec_not_one": ("dec_not_one", "release"),
+    "dec_and_test": ("fetch_sub", REL_ACQ),
+    # the registry's XArray, under its lock (Gadget::release)
+    "remove": ("erase", None),
+    # waitqueue.rs
+    "prepare_to_wait": ("prepare_to_wait", None),
+    "wake_up": ("wake_up", None),
+}
+# Rust path calls: name -> list of (kind, ordering, arg index of the name).
+RUST_PATHS = {
+    "Arc::clone": [("add", "relaxed", 0)],
+    "Arc::drop_with": [("fetch_sub", REL_ACQ, 0)],
+    "Arc::from_raw_inc_not_zero": [("inc_not_zero", "relaxed", 0)],
+    "core::ptr::read_volatile": [("read", "once", 0)],
+    "list_remove": [("unlink", None, None)],
+    # The C helpers waitqueue.rs calls through bindings.
+    "bindings::__wake_up": [("wake_up", None, 0)],
+    "bindings::prepare_to_wait": [("prepare_to_wait", None, 0)],
+}
+RUST_BARRIER = {"Read": "rmb", "Write": "wmb", "Full": "mb"}
+
+# ------------------------------------------------------------ source text
+
+
+def strip(src, rust):
+    """Blank out comments and string/char literals, keeping offsets."""
+    out = []
+    i, n = 0, len(src)
+    while i < n:
+        c = src[i]
+        if src.startswith("//", i):
+            j = src.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+        elif src.startswith("/*", i):
+            j = src.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append(re.sub(r"[^\n]", " ", src[i:j]))
+            i = j
+        elif c == '"':
+            j = i + 1
+            while j < n and src[j] != '"':
+                j += 2 if src[j] == "\\" else 1
+            out.append('"' + " " * (j - i - 1) + '"')
+            i = j + 1
+        elif c == "'" and not rust:
+            j = i + 1
+            while j < n and src[j] != "'":
+                j += 2 if src[j] == "\\" else 1
+            out.append(" " * (j - i + 1))
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def match_close(text, i, open_c, close_c):
+    """Index of the bracket closing the one at text[i]."""
+    depth = 0
+    for j in range(i, len(text)):
+        if text[j] == open_c:
+            depth += 1
+        elif text[j] == close_c:
+            depth -= 1
+            if depth == 0:
+                return j
+    raise ValueError("unbalanced %s" % open_c)
+
+
+def find_function(path, text, func):
+    """(start, end) of the body (inside the braces) of FUNC in TEXT."""
+    rust = path.endswith(".rs")
+    owner = None
+    if "::" in func:
+        owner, func = func.rsplit("::", 1)
+    if rust:
+        pat = re.compile(r"^\s*(?:pub(?:\([a-z]+\))?\s+)?(?:unsafe\s+)?fn\s+%s\b"
+                         % re.escape(func), re.M)
+    else:
+        pat = re.compile(r"^[A-Za-z_][^;{}()]*\b%s\(" % re.escape(func), re.M)
+    hits = []
+    for m in pat.finditer(text):
+        if rust and owner:
+            impls = [x for x in re.finditer(r"^impl\b[^{]*\{", text[:m.start()], re.M)]
+            if not impls or not re.search(r"\b%s\b" % re.escape(owner), impls[-1].group(0)):
+                continue
+        # The body: the first "{" after the parameter list (C: at column 0).
+        if rust:
+            paren = text.index("(", m.end())
+            close = match_close(text, paren, "(", ")")
+            brace = text.index("{", close)
+            if ";" in text[close:brace]:
+                continue
+        else:
+            brace = text.find("\n{", m.start())
+            if brace < 0 or ";" in text[text.index("(", m.start()):brace].split(")")[-1]:
+                continue
+            brace += 1
+        hits.append((brace + 1, match_close(text, brace, "{", "}")))
+    if not hits:
+        return None, "no function %s%s" % (owner + "::" if owner else "", func)
+    if len(hits) > 1:
+        return None, "%d functions named %s: qualify it as Type::%s" % (len(hits), func, func)
+    return hits[0], None
+
+
+def last_ident(expr):
+    ids = re.findall(r"[A-Za-z_]\w*", expr)
+    return ids[-1] if ids else None
+
+
+def split_args(argtext):
+    args, depth, cur = [], 0, []
+    for c in argtext:
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        if c == "," and depth == 0:
+            args.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(c)
+    if "".join(cur).strip():
+        args.append("".join(cur).strip())
+    return args
+
+
+NONAME = {"erase", "unlink"}
+
+
+def tok(kind, order, name):
+    """KIND[.ORDER][(NAME)], canonical: a relaxed load or store is LKMM's
+    READ_ONCE()/WRITE_ONCE() ("once"), a relaxed fetch_add/fetch_sub is
+    the same RMW as the void atomic_add()/atomic_sub()."""
+    if kind in NONAME:
+        name = None
+    if kind in ("read", "set") and order == "relaxed":
+        order = "once"
+    if kind in ("fetch_add", "fetch_sub") and order == "relaxed":
+        kind = kind[len("fetch_"):]
+    t = kind
+    if order:
+        t += "." + order
+    if name:
+        t += "(%s)" % name
+    return t
+
+# ------------------------------------------------------------ extraction
+
+
+def extract_c(body):
+    ops = []
+    for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", body):
+        name = m.group(1)
+        paren = m.end() - 1
+        args = split_args(body[paren + 1:match_close(body, paren, "(", ")")])
+        am = re.fullmatch(r"atomic(?:64|_long)?_(\w+?)(_relaxed|_acquire|_release)?", name)
+        if am and am.group(1) in C_ATOMIC and name not in C_CALLS:
+            kind, order = C_ATOMIC[am.group(1)]
+            if order is None:
+                order = ORDER_SUFFIX[am.group(2) or ""]
+            # atomic_add(i, v), atomic_cmpxchg(v, o, n): the atomic is the
+            # argument that takes an address (or the first).
+            var = next((a for a in args if a.startswith("&")), args[0] if args else "")
+            if am.group(1) in ("try_cmpxchg",):
+                var = args[0]
+            ops.append((m.start(), tok(kind, order, last_ident(var))))
+        elif name in C_CALLS:
+            for kind, order, idx in C_CALLS[name]:
+                nm = last_ident(args[idx]) if idx is not None and idx < len(args) else None
+                ops.append((m.start(), tok(kind, order, nm)))
+    return [t for _, t in sorted(ops, key=lambda x: x[0])]
+
+
+TRANSPARENT = {"as_atomic", "as_ref", "get_ref", "arena", "as_ptr", "get"}
+
+
+def receiver(body, dot):
+    """The name a method call at BODY[dot] == '.' operates on: the last
+    field of its receiver, looking through calls that only convert
+    (self.refcnt.as_atomic().load() operates on refcnt)."""
+    j = dot
+    while True:
+        while j > 0 and body[j - 1].isspace():
+            j -= 1
+        if j > 0 and body[j - 1] == ")":
+            k = body.rfind("(", 0, j - 1)
+            m = re.search(r"\.\s*([A-Za-z_]\w*)\s*$", body[:k])
+            if m and m.group(1) in TRANSPARENT:
+                j = m.start()
+                continue
+            j = k
+        m = re.search(r"([A-Za-z_]\w*)\s*$", body[:j])
+        return m.group(1) if m else None
+
+
+def arg_name(expr):
+    """The name an argument expression stands for (through converting calls)."""
+    expr = expr.strip()
+    if expr.endswith(")"):
+        return receiver(expr + ".", len(expr))
+    return last_ident(expr)
+
+
+def paren_depth_at(body, pos):
+    return body.count("(", 0, pos) - body.count(")", 0, pos)
+
+
+def extract_rust(body):
+    """Tokens in source order.  A lock guard unlocks where Rust drops it:
+    at an explicit drop(guard), else at the end of the block it is bound
+    in (let, if let); a temporary guard at the end of its statement or
+    match arm."""
+    events = []   # (pos, rank, token); rank orders events at one position
+    lock_calls = []   # (start, end, how, lock name)
+    for m in re.finditer(r"\.(lock|read|write)\(\)", body):
+        lock_calls.append((m.start(), m.end(), m.group(1), receiver(body, m.start())))
+    for m in re.finditer(r"\.dec_and_lock\(", body):
+        pos, paren = m.start(), m.end() - 1
+        close = match_close(body, paren, "(", ")")
+        nm = last_ident(body[paren + 1:close])
+        var = receiver(body, pos)
+        # refcount_dec_and_mutex_lock()'s body, as patch 0005 writes it.
+        events.append((pos, 0, tok("dec_not_one", "release", var)))
+        events.append((pos, 1, tok("lock", None, nm)))
+        events.append((pos, 2, tok("fetch_sub", REL_ACQ, var)))
+        events.append((pos, 3, tok("unlock", None, nm)))
+        lock_calls.append((pos, close + 1, "guard", nm))
+    for m in re.finditer(r"\.([a-z_]\w*)\(", body):
+        name = m.group(1)
+        if name not in RUST_METHODS:
+            continue
+        paren = m.end() - 1
+        args = split_args(body[paren + 1:match_close(body, paren, "(", ")")])
+        kind, order = RUST_METHODS[name]
+        if order == "arg":
+            order = RUST_ORDER.get(args[-1] if args else "", "?")
+        events.append((m.start(), 0, tok(kind, order, receiver(body, m.start()))))
+    for path, spec in RUST_PATHS.items():
+        for m in re.finditer(r"(?<![\w:])%s\(" % re.escape(path), body):
+            paren = m.end() - 1
+            args = split_args(body[paren + 1:match_close(body, paren, "(", ")")])
+            for kind, order, idx in spec:
+                nm = arg_name(args[idx]) if idx is not None and idx < len(args) else None
+                events.append((m.start(), 0, tok(kind, order, nm)))
+    for m in re.finditer(r"\bsmp_mb\((\w*)\)", body):
+        events.append((m.start(), 0, RUST_BARRIER.get(m.group(1) or "Full", "mb?")))
+    for m in re.finditer(r"\.do_unlocked\(", body):
+        nm = receiver(body, m.start())
+        events.append((m.start(), 0, tok("unlock", None, nm)))
+        events.append((match_close(body, m.end() - 1, "(", ")"), 0, tok("lock", None, nm)))
+
+    # Guards: "let [Some(][mut] NAME = ...lock()" (or "if let"), with only
+    # ")" between the call and the statement's ";" or "{", binds NAME;
+    # anything else is a temporary.
+    guards = {}   # start -> (name or None, "{" or ";", unlock token, stmt paren depth)
+    for start, end, how, nm in lock_calls:
+        if how != "guard":
+            events.append((start, 0, tok("lock_read" if how == "read" else "lock", None, nm)))
+        unlock = tok("unlock_read" if how == "read" else "unlock", None, nm)
+        stmt = max(body.rfind(";", 0, start), body.rfind("{", 0, start),
+                   body.rfind("}", 0, start), body.rfind("=>", 0, start) + 1) + 1
+        head = body[stmt:start]
+        lm = re.match(r"\s*(?:if\s+|while\s+)?let\s+(?:Some\()?(?:mut\s+)?(\w+)", head)
+        tail = re.match(r"[)\s]*([;{])", body[end:])
+        if lm and tail and not re.search(r"\b(match|if)\b", head[lm.end():]):
+            guards[start] = (lm.group(1), tail.group(1), unlock, None)
+        else:
+            guards[start] = (None, None, unlock, paren_depth_at(body, stmt))
+    drops = {m.start(): m.group(1) for m in re.finditer(r"\bdrop\((\w+)\)", body)}
+
+    depth = pdepth = 0
+    live, temps = [], []     # [name, block depth, token]; [paren depth, block depth, token]
+    bound_names = {}
+    for i, c in enumerate(body):
+        if i in guards:
+            name, term, t, pd = guards[i]
+            if name is None:
+                temps.append([pd, depth, t])
+            else:
+                live.append([name, depth + 1 if term == "{" else depth, t])
+                bound_names[name] = t
+        if i in drops and drops[i] in bound_names:
+            # drop(guard) unlocks there, and not again at the block's end;
+            # in another branch, after the same guard was dropped, too.
+            events.append((i, 0, bound_names[drops[i]]))
+            mine = [g for g in live if g[0] == drops[i]]
+            if mine:
+                live.remove(mine[-1])
+        if c == "(":
+            pdepth += 1
+        elif c == ")":
+            pdepth -= 1
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            for t in [t for t in temps if t[1] >= depth]:
+                events.append((i, 4, t[2]))
+                temps.remove(t)
+            for g in reversed([g for g in live if g[1] >= depth]):
+                events.append((i, 5, g[2]))
+                live.remove(g)
+            depth -= 1
+        elif c in ";,":
+            for t in [t for t in temps if t[1] == depth and t[0] == pdepth]:
+                events.append((i, 4, t[2]))
+                temps.remove(t)
+    for t in temps:
+        events.append((len(body), 4, t[2]))
+    for g in reversed(live):
+        events.append((len(body), 5, g[2]))
+    return [t for _, _, t in sorted(events, key=lambda e: (e[0], e[1]))]
+
+
+def extract(repo, path, func):
+    full = os.path.join(repo, path)
+    try:
+        with open(full, encoding="utf-8") as f:
+            text = strip(f.read(), path.endswith(".rs"))
+    except OSError as e:
+        return None, "cannot read: %s" % e.strerror
+    span, err = find_function(path, text, func)
+    if err:
+        return None, err
+    body = text[span[0]:span[1]]
+    return (extract_rust(body) if path.endswith(".rs") else extract_c(body)), None
+
+
+# ------------------------------------------------------------ headers
+
+
+def parse_code(litpath):
+    """[(process, file, function, [tokens], line)] from the header."""
+    with open(litpath, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    entries, inside = [], False
+    for no, line in enumerate(lines, 1):
+        body = re.sub(r"^\s*\* ?", "", line) if re.match(r"^\s*\*", line) else None
+        if body is None or body.strip().startswith(")"):
+            if inside:
+                break
+            continue
+        if re.match(r"Code:\s*$", body.strip()):
+            inside = True
+            continue
+        if not inside:
+            continue
+        if not body.strip():
+            break
+        m = re.match(r"(P\d+)\s+(\S+)\s+(\S+)\s*$", body.strip())
+        if m and not body.startswith(("\t", " ")):
+            entries.append([m.group(1), m.group(2), m.group(3), [], no])
+        elif entries and body.startswith(("\t", " ")):
+            entries[-1][3].extend(body.split())
+        else:
+            entries.append(["?", "?", "?", ["unparsable:", body.strip()], no])
+    return entries
+
+
+def expected_tokens(tokens):
+    """The header's list without the [ ] marks (see the module docstring)."""
+    return [re.sub(r"^\[|\]$", "", t) for t in tokens]
+
+
+def diff(want, got):
+    """One line: the first place where the two lists part."""
+    for i, (w, g) in enumerate(zip(want, got)):
+        if w != g:
+            if g in want[i + 1:]:
+                return "operation %d: the model has %s, the code has %s (missing or reordered)" % (i + 1, w, g)
+            if w in got[i + 1:]:
+                return "operation %d: the code has %s, not in the model here (added or reordered)" % (i + 1, g)
+            return "operation %d: the model has %s, the code has %s" % (i + 1, w, g)
+    if len(want) > len(got):
+        return "the code ends before operation %d, %s (missing)" % (len(got) + 1, want[len(got)])
+    return "the code has more: operation %d, %s (added)" % (len(want) + 1, got[len(want)])
+
+# ------------------------------------------------------------ coverage
+
+# A comment that makes a claim about memory ordering.
+CLAIM = re.compile(r"fully ordered|\bordering\b|\bordered\b|\bacquire\b|"
+                   r"\bbarrier\b|happens before|litmus|fence|1 -> 0|"
+                   r"unless (?:it is )?(?:already )?(?:zero|dying)|"
+                   r"`(?:Full|Acquire|Release)`", re.I)
+
+
+def claim_functions(repo):
+    """(file, function) for every function whose comment claims ordering."""
+    found = []
+    for d, ext in (("c-module", ".c"), ("rust-module", ".rs")):
+        for fn in sorted(os.listdir(os.path.join(repo, d))):
+            if not fn.endswith(ext) or fn.endswith(".mod.c") or fn == "uapi_generated.rs":
+                continue
+            path = "%s/%s" % (d, fn)
+            with open(os.path.join(repo, path), encoding="utf-8") as f:
+                lines = f.read().split("\n")
+            for i, line in enumerate(lines):
+                if ext == ".rs":
+                    m = re.match(r"\s*(?:pub(?:\([a-z]+\))?\s+)?(?:unsafe\s+)?fn\s+(\w+)", line)
+                else:
+                    m = re.match(r"[A-Za-z_][^;{}()=]*?\b(\w+)\(", line)
+                    if m and (line.startswith(("return", "if ", "else", "#")) or
+                              m.group(1) in ("if", "while", "for", "switch")):
+                        m = None
+                if not m:
+                    continue
+                # The comment right above (doc lines, attributes skipped).
+                j, comment = i - 1, []
+                while j >= 0 and re.match(r"\s*(///|//!|\*|/\*\*|/\*|\*/|#\[)", lines[j]):
+                    comment.append(lines[j])
+                    j -= 1
+                if CLAIM.search("\n".join(comment)):
+                    found.append((path, m.group(1)))
+    return found
+
+
+def load_unmodeled(repo):
+    path = os.path.join(repo, "shared-tests/litmus/unmodeled.txt")
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line:
+                parts = line.split(None, 2)
+                out[(parts[0], parts[1])] = parts[2] if len(parts) > 2 else ""
+    return out
+
+# ------------------------------------------------------------ main
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[1:2] != ["--show"]:
+        repo = argv[1]
+    else:
+        sys.exit("usage: litmus_code.py REPO [TEST...] | REPO --show FILE FUNC")
+    if argv[2:3] == ["--show"]:
+        if len(argv) != 5:
+            sys.exit("usage: litmus_code.py REPO --show FILE FUNC")
+        ops, err = extract(repo, argv[3], argv[4])
+        if err:
+            sys.exit("%s %s: %s" % (argv[3], argv[4], err))
+        print(" ".join(ops))
+        return 0
+    litdir = os.path.join(repo, "shared-tests/litmus")
+    passed = failed = 0
+    covered = set()
+    only = [os.path.basename(t)[:-len(".litmus")] if t.endswith(".litmus") else
+            os.path.basename(t) for t in argv[2:]]
+    for fn in sorted(os.listdir(litdir)):
+        if not fn.endswith(".litmus"):
+            continue
+        test = fn[:-len(".litmus")]
+        if only and test not in only:
+            continue
+        for proc, path, func, tokens, line in parse_code(os.path.join(litdir, fn)):
+            where = "%s: %s %s %s" % (test, proc, path, func)
+            if proc == "?":
+                print("FAIL %s:%d: cannot parse the Code: line %r" % (test, line, " ".join(tokens[1:])))
+                failed += 1
+                continue
+            covered.add((path, func.rsplit("::", 1)[-1]))
+            ops, err = extract(repo, path, func)
+            want = expected_tokens(tokens)
+            if err:
+                print("FAIL %s: %s" % (where, err))
+                failed += 1
+            elif not want:
+                print("FAIL %s: the header lists no operation" % where)
+                failed += 1
+            elif ops != want:
+                print("FAIL %s: %s" % (where, diff(want, ops)))
+                print("     model: %s" % " ".join(want))
+                print("     code:  %s" % " ".join(ops))
+                failed += 1
+            else:
+                print("ok %s (%d operations)" % (where, len(ops)))
+                passed += 1
+    if only:
+        print("code: %d (test, function) pairs checked (coverage: only with every test)"
+              % (passed + failed))
+        print("%d passed, %d failed" % (passed, failed))
+        return 1 if failed else 0
+    # Coverage: every function with an ordering claim is modeled or excused.
+    unmodeled = load_unmodeled(repo)
+    claims = claim_functions(repo)
+    missing = [c for c in claims if c not in covered and c not in unmodeled]
+    stale = [u for u in unmodeled if u not in claims or u in covered]
+    nmodeled = len([c for c in claims if c in covered])
+    if missing or stale:
+        for path, func in missing:
+            print("FAIL coverage: %s %s claims an ordering in its comment, but no litmus "
+                  "test names it (add it to a test's Code: or to unmodeled.txt with why)" % (path, func))
+        for path, func in stale:
+            print("FAIL coverage: unmodeled.txt lists %s %s, which %s" % (
+                path, func, "a test now names" if (path, func) in covered
+                else "makes no ordering claim (or no longer exists)"))
+        failed += 1
+    else:
+        print("ok coverage: %d functions claim an ordering: %d modeled, %d excused in unmodeled.txt"
+              % (len(claims), nmodeled, len(claims) - nmodeled))
+        passed += 1
+    print("code: %d (test, function) pairs checked" % (passed + failed - 1))
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
