@@ -217,8 +217,11 @@ def find_function(path, text, func):
             if ";" in text[close:brace]:
                 continue
         else:
-            brace = text.find("\n{", m.start())
-            if brace < 0 or ";" in text[text.index("(", m.start()):brace].split(")")[-1]:
+            paren = m.end() - 1
+            close = match_close(text, paren, "(", ")")
+            brace = text.find("\n{", close)
+            # A prototype ends in ";" before any body: not a definition.
+            if brace < 0 or ";" in text[close:brace]:
                 continue
             brace += 1
         hits.append((brace + 1, match_close(text, brace, "{", "}")))
