@@ -40,6 +40,15 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 	exit 0
 fi
 
+# A user's root maps one id (lib.sh): dpkg there cannot give a file to
+# any owner but root, so a package shipping one (passwd, with group
+# shadow, does) fails to install into it later. A user's root that is
+# not up to date is therefore made anew (~3 min), never patched.
+if [ "$LP_USERNS" = 1 ] && [ -e "$LP_ROOT" ]; then
+	lp_say "toolchain root $LP_ROOT is not up to date: making it anew (without root, packages cannot be added to it)"
+	"${LP_ASROOT[@]}" rm -rf --one-file-system "$LP_ROOT"
+fi
+
 mkdir -p "$LP_CACHE"
 touch "$LP_CACHE/.lockless-parity-cache"
 avail_kb=$(df -Pk "$LP_CACHE" | awk 'NR==2 {print $4}')
