@@ -101,8 +101,11 @@ lp_mmdebstrap() {
 	# binds the host's /dev there.
 	mmdebstrap --mode=unshare "${args[@]}" |
 		tar -x -p --no-same-owner --exclude='./dev/*' -C "$target" || return 1
+	# No group adm either: apt's terminal log, which it would chown to
+	# root:adm (a warning on every install), goes nowhere.
 	mkdir -p "$target/etc/apt/apt.conf.d"
-	printf 'APT::Sandbox::User "root";\n' >"$target/etc/apt/apt.conf.d/99lp-userns"
+	printf '%s\n' 'APT::Sandbox::User "root";' 'Dir::Log::Terminal "/dev/null";' \
+		>"$target/etc/apt/apt.conf.d/99lp-userns"
 }
 
 # lp_userns_host_check: what mmdebstrap --mode=unshare needs of the host.
