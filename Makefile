@@ -1,10 +1,11 @@
 # lockless-parity: the front door. `make help` lists what you can do.
 #
-# Everything runs as root (mmdebstrap, mount namespaces, chroot) inside a
-# Debian toolchain root kept in $(LP_CACHE); nothing is installed on the
-# host except mmdebstrap. Variables: LP_CACHE, KDIR, ACCEL=kvm, TIMEOUT,
-# SMP, MEM, JOBS, BENCH_QUICK, TESTS, PRESET, RACE_PUTS, CHAIN_DEPTH,
-# SEED, FUZZ_STREAMS, FUZZ_STEPS (see README.md).
+# Everything runs inside a Debian toolchain root kept in $(LP_CACHE), as
+# root (mmdebstrap, a mount namespace, chroot) or as an ordinary user (the
+# same in an unprivileged user namespace; no sudo); nothing is installed on
+# the host except mmdebstrap (and uidmap, for users). Variables: LP_CACHE,
+# KDIR, ACCEL=kvm, TIMEOUT, SMP, MEM, JOBS, BENCH_QUICK, TESTS, PRESET,
+# RACE_PUTS, CHAIN_DEPTH, SEED, FUZZ_STREAMS, FUZZ_STEPS (see README.md).
 
 S := scripts
 

@@ -34,8 +34,29 @@ cp /bin/busybox "$stage/bin/busybox"
 ln -s busybox "$stage/bin/sh"
 cp "$guest"/modules/*.ko "$stage/modules/"
 install -m 0755 shared-tests/init.sh "$stage/init"
-mknod -m 600 "$stage/dev/console" c 5 1
+# The kernel opens /dev/console before it runs /init. Without root (in a
+# user namespace, lib.sh) there is no mknod: the node then goes in as an
+# archive of its own after the staging directory's, which the kernel
+# unpacks in turn (initramfs may be several concatenated cpio archives).
+console=
+mknod -m 600 "$stage/dev/console" c 5 1 2>/dev/null || console=dev/console
 
-(cd "$stage" && find . -print0 | cpio --null -o -H newc --quiet) | gzip -1 >"$guest/initramfs.cpio.gz.tmp"
+# newc_entry NAME MODE RDEVMAJOR RDEVMINOR: one empty newc cpio entry
+# (the header is ASCII: magic, then 13 fields of 8 hex digits, then the
+# NUL-terminated name, padded to 4 bytes).
+newc_entry() {
+	local n=$((${#1} + 1))
+	printf '070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%s\0' \
+		0 "$2" 0 0 1 0 0 0 0 "$3" "$4" "$n" 0 "$1"
+	head -c $(((4 - (110 + n) % 4) % 4)) /dev/zero
+}
+
+{
+	(cd "$stage" && find . -print0 | cpio --null -o -H newc --quiet)
+	if [ -n "$console" ]; then
+		newc_entry "$console" $((8#20600)) 5 1 # S_IFCHR | 0600
+		newc_entry 'TRAILER!!!' 0 0 0
+	fi
+} | gzip -1 >"$guest/initramfs.cpio.gz.tmp"
 mv "$guest/initramfs.cpio.gz.tmp" "$guest/initramfs.cpio.gz"
 lp_say "guest ready: build/guest-$kind/initramfs.cpio.gz ($(du -h "$guest/initramfs.cpio.gz" | cut -f1))"

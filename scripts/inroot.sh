@@ -4,7 +4,11 @@
 #
 # The mounts live in a private mount namespace (unshare -m): the kernel
 # drops them when the last process in it exits, so no exit path -- error,
-# Ctrl-C, kill -9 -- can leave a mount behind on the host.
+# Ctrl-C, kill -9 -- can leave a mount behind on the host. Run by an
+# ordinary user, that namespace belongs to a user namespace in which the
+# user is root (lib.sh's LP_UNSHARE): what the command writes is the
+# user's, and /proc is the host's, bound (a fresh proc mount would need a
+# PID namespace of its own).
 #
 # usage: scripts/inroot.sh [--net] COMMAND...   (COMMAND runs under bash -c
 #        in /lp/src; --net copies the host's resolv.conf for apt)
@@ -41,15 +45,19 @@ if [ -n "${KDIR:-}" ]; then
 	mkdir -p "$LP_ROOT/lp/kdir"
 fi
 
-exec unshare --mount --propagation private -- /bin/bash -c '
+exec "${LP_UNSHARE[@]}" -- /bin/bash -c '
 	set -e
-	root=$1 repo=$2 work=$3 kdir=$4
-	shift 4
-	mount -t proc proc "$root/proc"
+	root=$1 repo=$2 work=$3 kdir=$4 userns=$5
+	shift 5
+	if [ "$userns" = 1 ]; then
+		mount --rbind /proc "$root/proc"
+	else
+		mount -t proc proc "$root/proc"
+	fi
 	mount --rbind /dev "$root/dev"
 	mount --bind "$repo" "$root/lp/src"
 	mount --bind "$work" "$root/lp/cache"
 	[ -z "$kdir" ] || mount --bind "$kdir" "$root/lp/kdir"
 	exec chroot "$root" /usr/bin/env -i "$@"
-' inroot "$LP_ROOT" "$LP_REPO" "$LP_WORK" "$kdir" "${passenv[@]}" \
+' inroot "$LP_ROOT" "$LP_REPO" "$LP_WORK" "$kdir" "$LP_USERNS" "${passenv[@]}" \
 	/bin/bash -c 'cd /lp/src && eval "$1"' inroot "$*"

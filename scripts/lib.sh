@@ -19,13 +19,112 @@ LP_IN_WORK=/lp/cache
 lp_say() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 lp_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
-# lp_need_root: we create roots, mount and chroot; all of that needs root.
+# Root or not (issue 16). As root, every step runs as it always has:
+# mmdebstrap, a private mount namespace, chroot. As an ordinary user, the
+# same steps run in an unprivileged user namespace in which the user is
+# root (`unshare --user --map-root-user`): uid 0 inside is the user
+# outside, so everything written in the cache and build/ is the user's.
+# The Debian roots are made by mmdebstrap --mode=unshare (see
+# lp_mmdebstrap). No sudo, ever.
+# shellcheck disable=SC2034 # LP_ASROOT, LP_UNSHARE: for the sourcing scripts
+if [ "$(id -u)" -eq 0 ]; then
+	LP_USERNS=0
+	LP_ASROOT=()
+	LP_UNSHARE=(unshare --mount --propagation private)
+else
+	LP_USERNS=1
+	LP_ASROOT=(unshare --user --map-root-user)
+	LP_UNSHARE=(unshare --user --map-root-user --mount --propagation private)
+	# chroot, mount and friends live in sbin, which a user's PATH lacks.
+	case :$PATH: in *:/usr/sbin:*) ;; *) PATH=$PATH:/usr/sbin:/sbin ;; esac
+fi
+
+# lp_need_root: we create roots, mount and chroot. Root may; an ordinary
+# user may in a user namespace, if the host allows them and the cache is
+# the user's own.
 lp_need_root() {
-	[ "$(id -u)" -eq 0 ] && return 0
-	if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
-		exec sudo -E LP_CACHE="$LP_CACHE" "$0" "$@"
+	[ "$LP_USERNS" = 1 ] || return 0
+	lp_userns_check
+	local d
+	for d in "$LP_CACHE" "$LP_ROOT" "$LP_WORK" "$LP_CACHE/herdroot" "$LP_OUT"; do
+		[ ! -e "$d" ] || [ -O "$d" ] ||
+			lp_die "$d belongs to $(stat -c %U "$d"), not to $(id -un): run as that user, or give this one a cache and checkout of its own (LP_CACHE=)"
+	done
+}
+
+# lp_userns_check: dies, in one line naming the setting, when this host
+# does not let an ordinary user create a user namespace.
+lp_userns_check() {
+	unshare --user --map-root-user --mount true 2>/dev/null && return 0
+	local why="unshare --user --map-root-user --mount fails; the sysctls that allow it: kernel.unprivileged_userns_clone=1, user.max_user_namespaces>0, kernel.apparmor_restrict_unprivileged_userns=0" v
+	v=$(cat /proc/sys/kernel/unprivileged_userns_clone 2>/dev/null || true)
+	[ "$v" != 0 ] || why="sysctl kernel.unprivileged_userns_clone is 0 (1 allows them)"
+	v=$(cat /proc/sys/user/max_user_namespaces 2>/dev/null || true)
+	[ "$v" != 0 ] || why="sysctl user.max_user_namespaces is 0 (e.g. 10000 allows them)"
+	v=$(cat /proc/sys/kernel/apparmor_restrict_unprivileged_userns 2>/dev/null || true)
+	[ "$v" != 1 ] || why="sysctl kernel.apparmor_restrict_unprivileged_userns is 1 (0 allows them)"
+	lp_die "this host does not allow unprivileged user namespaces ($why): run as root, or have an administrator allow them"
+}
+
+# lp_mmdebstrap TARGET ARG...: make a Debian root at TARGET with
+# `mmdebstrap ARG...`, where ARG... holds TARGET as its target argument.
+# As root, in a private mount namespace (none of mmdebstrap's mounts
+# outlive it, even on kill). As a user, in mmdebstrap's unshare mode,
+# which needs newuidmap/newgidmap and a subordinate id range: its root
+# is owned by those subordinate ids, so it is streamed out as a tarball
+# and unpacked by the user, every file the user's (uid 0 in our user
+# namespace). File owners other than root are lost; nothing in the root
+# runs as anyone else (apt is told not to drop to _apt).
+lp_mmdebstrap() {
+	local target=$1 a args=()
+	shift
+	if [ "$LP_USERNS" = 0 ]; then
+		if ! command -v mmdebstrap >/dev/null; then
+			command -v apt-get >/dev/null ||
+				lp_die "mmdebstrap is missing and this host has no apt-get: install mmdebstrap by hand"
+			lp_say "host lacks mmdebstrap: installing it with apt-get (the only host package we need)"
+			apt-get -o Acquire::Check-Valid-Until=false update -qq ||
+				lp_die "apt-get update failed on the host: check network access to the Debian archive"
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >/dev/null ||
+				lp_die "apt-get install mmdebstrap failed on the host"
+		fi
+		unshare --mount --propagation private -- mmdebstrap "$@"
+		return
 	fi
-	lp_die "this step needs root (mmdebstrap, mount, chroot): run as root or give this user password-less sudo"
+	lp_userns_host_check
+	for a in "$@"; do
+		[ "$a" = "$target" ] && args+=(-) || args+=("$a")
+	done
+	mkdir -p "$target"
+	# The unpacking tar needs no namespace: --no-same-owner makes every
+	# file the user's; /dev stays empty (no mknod without root), inroot.sh
+	# binds the host's /dev there.
+	mmdebstrap --mode=unshare "${args[@]}" |
+		tar -x -p --no-same-owner --exclude='./dev/*' -C "$target" || return 1
+	# No group adm either: apt's terminal log, which it would chown to
+	# root:adm (a warning on every install), goes nowhere.
+	mkdir -p "$target/etc/apt/apt.conf.d"
+	printf '%s\n' 'APT::Sandbox::User "root";' 'Dir::Log::Terminal "/dev/null";' \
+		>"$target/etc/apt/apt.conf.d/99lp-userns"
+}
+
+# lp_userns_host_check: what mmdebstrap --mode=unshare needs of the host.
+# A user cannot install it: say what an administrator must run, once.
+lp_userns_host_check() {
+	local pkgs=() user f start
+	user=$(id -un)
+	command -v mmdebstrap >/dev/null || pkgs+=(mmdebstrap)
+	{ command -v newuidmap && command -v newgidmap; } >/dev/null || pkgs+=(uidmap)
+	[ ${#pkgs[@]} -eq 0 ] ||
+		lp_die "making the Debian roots without root needs ${pkgs[*]} on the host; an administrator must run, once: apt-get install ${pkgs[*]}"
+	for f in /etc/subuid /etc/subgid; do
+		awk -F: -v u="$user" '$1 == u && $3 >= 65536 { ok = 1 } END { exit !ok }' \
+			"$f" 2>/dev/null && continue
+		# Suggest a range above every range given out so far.
+		start=$(cat /etc/subuid /etc/subgid 2>/dev/null |
+			awk -F: 'BEGIN { m = 100000 } $2 + $3 > m { m = $2 + $3 } END { print m }')
+		lp_die "$f gives $user no range of 65536 subordinate ids (mmdebstrap --mode=unshare maps the root's users to them); an administrator must run, once: usermod --add-subuids $start-$((start + 65535)) --add-subgids $start-$((start + 65535)) $user"
+	done
 }
 
 # lp_mirror: the Debian mirror, LP_MIRROR or the one the host's apt uses.

@@ -53,7 +53,7 @@ in_lit=/lp/litmus
 
 herd_verify() {
 	[ -x "$herdroot/usr/bin/herd7" ] &&
-		chroot "$herdroot" /usr/bin/herd7 -version >/dev/null 2>&1
+		"${LP_ASROOT[@]}" chroot "$herdroot" /usr/bin/herd7 -version >/dev/null 2>&1
 }
 
 ensure_toolchain() {
@@ -71,24 +71,16 @@ ensure_herdroot() {
 	if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 		herd_verify ||
 			lp_die "herd root $herdroot is stamped but herd7 does not run in it: remove it and rerun"
-		lp_say "herd root ok: $herdroot ($(chroot "$herdroot" /usr/bin/herd7 -version 2>/dev/null | head -n1))"
+		lp_say "herd root ok: $herdroot ($("${LP_ASROOT[@]}" chroot "$herdroot" /usr/bin/herd7 -version 2>/dev/null | head -n1))"
 		return 0
-	fi
-	if ! command -v mmdebstrap >/dev/null; then
-		command -v apt-get >/dev/null ||
-			lp_die "mmdebstrap is missing and this host has no apt-get: install mmdebstrap by hand"
-		lp_say "host lacks mmdebstrap: installing it with apt-get"
-		apt-get -o Acquire::Check-Valid-Until=false update -qq ||
-			lp_die "apt-get update failed on the host: check network access to the Debian archive"
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >/dev/null ||
-			lp_die "apt-get install mmdebstrap failed on the host"
 	fi
 	mirror=$(lp_mirror)
 	lp_say "creating the $HERD_SUITE herd root ($HERD_PACKAGE) with mmdebstrap from $mirror (~30 s, ~360 MB)"
 	mkdir -p "$LP_CACHE"
 	rm -rf --one-file-system "$herdroot" "$herdroot.tmp"
-	# A private mount namespace: none of mmdebstrap's mounts outlive it.
-	if ! unshare --mount --propagation private -- mmdebstrap --variant=apt --quiet \
+	# A private mount namespace (lp_mmdebstrap): none of mmdebstrap's
+	# mounts outlive it.
+	if ! lp_mmdebstrap "$herdroot.tmp" --variant=apt --quiet \
 		--aptopt='Acquire::Check-Valid-Until "false"' \
 		--include="$HERD_PACKAGE" \
 		"$HERD_SUITE" "$herdroot.tmp" "deb $mirror $HERD_SUITE main"; then
@@ -173,7 +165,9 @@ if [ "${LP_LITMUS_NS:-}" != 1 ]; then
 	mkdir -p "$outdir" "$LP_OUT/results"
 	# Re-enter in a private mount namespace: the bind mounts below vanish
 	# with the last process in it, on success, error, Ctrl-C or kill -9.
-	exec unshare --mount --propagation private -- \
+	# (Run by an ordinary user, in a user namespace in which the user is
+	# root: lib.sh's LP_UNSHARE.)
+	exec "${LP_UNSHARE[@]}" -- \
 		env LP_LITMUS_NS=1 "$0" "$@"
 fi
 

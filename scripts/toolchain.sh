@@ -1,6 +1,7 @@
 #!/bin/bash
 # toolchain.sh: make (once) and verify the Debian toolchain root that every
-# build and QEMU run executes in. The host needs only mmdebstrap.
+# build and QEMU run executes in. The host needs only mmdebstrap (and, to
+# run without root, uidmap and subordinate ids: see lp_mmdebstrap).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 lp_need_root "$@"
@@ -39,14 +40,13 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 	exit 0
 fi
 
-if ! command -v mmdebstrap >/dev/null; then
-	command -v apt-get >/dev/null ||
-		lp_die "mmdebstrap is missing and this host has no apt-get: install mmdebstrap by hand"
-	lp_say "host lacks mmdebstrap: installing it with apt-get (the only host package we need)"
-	apt-get -o Acquire::Check-Valid-Until=false update -qq ||
-		lp_die "apt-get update failed on the host: check network access to the Debian archive"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >/dev/null ||
-		lp_die "apt-get install mmdebstrap failed on the host"
+# A user's root maps one id (lib.sh): dpkg there cannot give a file to
+# any owner but root, so a package shipping one (passwd, with group
+# shadow, does) fails to install into it later. A user's root that is
+# not up to date is therefore made anew (~3 min), never patched.
+if [ "$LP_USERNS" = 1 ] && [ -e "$LP_ROOT" ]; then
+	lp_say "toolchain root $LP_ROOT is not up to date: making it anew (without root, packages cannot be added to it)"
+	"${LP_ASROOT[@]}" rm -rf --one-file-system "$LP_ROOT"
 fi
 
 mkdir -p "$LP_CACHE"
@@ -60,9 +60,10 @@ if [ ! -x "$LP_ROOT/usr/bin/apt-get" ]; then
 	lp_say "creating the $LP_SUITE toolchain root with mmdebstrap from $mirror (~2 min)"
 	rm -rf --one-file-system "$LP_ROOT.tmp"
 	# mmdebstrap mounts /proc, /dev, ... in the new root while it works;
-	# a private mount namespace guarantees none outlives it, even on kill.
+	# lp_mmdebstrap runs it in a private mount namespace (as a user: in
+	# its unshare mode), so none outlives it, even on kill.
 	# shellcheck disable=SC2086
-	if ! unshare --mount --propagation private -- mmdebstrap --variant=apt --quiet \
+	if ! lp_mmdebstrap "$LP_ROOT.tmp" --variant=apt --quiet \
 		--aptopt="$noexpire" \
 		--include="$(echo $packages | tr ' ' ,)" \
 		"$LP_SUITE" "$LP_ROOT.tmp" \
