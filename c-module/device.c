@@ -428,7 +428,12 @@ static long lp_arena_stat(struct lp_arena *arena, void __user *argp)
 		return err;
 	s.flavor = READ_ONCE(arena->flavor);
 	s.handles = atomic_read(&arena->nr_handles);
-	s.freed = atomic64_read(&arena->freed);
+	/*
+	 * Acquire, paired with lp_gadget_free()'s release increment: every
+	 * gadget counted in @freed was counted in @created before, so @live
+	 * cannot wrap below zero.
+	 */
+	s.freed = atomic64_read_acquire(&arena->freed);
 	s.created = atomic64_read(&arena->created);
 	s.live = s.created - s.freed;
 	return lp_copy_out(argp, &s, sizeof(s));

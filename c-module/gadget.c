@@ -73,6 +73,10 @@ static void lp_kids_lock(struct lp_kids *kids, u32 flavor)
 		down_write(&kids->rwsem);
 		break;
 	default:
+		WARN_ONCE(1, "unknown flavor %u", flavor);
+		fallthrough;
+	case LP_FLAVOR_WEAK_CMPXCHG:
+	case LP_FLAVOR_KREF_MUTEX:
 		mutex_lock(&kids->mutex);
 		break;
 	}
@@ -88,6 +92,10 @@ static void lp_kids_unlock(struct lp_kids *kids, u32 flavor)
 		up_write(&kids->rwsem);
 		break;
 	default:
+		WARN_ONCE(1, "unknown flavor %u", flavor);
+		fallthrough;
+	case LP_FLAVOR_WEAK_CMPXCHG:
+	case LP_FLAVOR_KREF_MUTEX:
 		mutex_unlock(&kids->mutex);
 		break;
 	}
@@ -124,6 +132,11 @@ struct lp_gadget *lp_gadget_alloc(struct lp_arena *arena)
 		atomic_set(&g->refcnt, 1);
 		break;
 	default:
+		WARN_ONCE(1, "unknown flavor %u", READ_ONCE(arena->flavor));
+		fallthrough;
+	case LP_FLAVOR_KREF_MUTEX:
+	case LP_FLAVOR_KREF_LOCK:
+	case LP_FLAVOR_KREF_RWSEM:
 		kref_init(&g->kref);
 		break;
 	}
@@ -233,6 +246,11 @@ void lp_gadget_get(struct lp_gadget *g)
 		atomic_inc(&g->refcnt);
 		break;
 	default:
+		WARN_ONCE(1, "unknown flavor %u", lp_flavor_of(g));
+		fallthrough;
+	case LP_FLAVOR_KREF_MUTEX:
+	case LP_FLAVOR_KREF_LOCK:
+	case LP_FLAVOR_KREF_RWSEM:
 		kref_get(&g->kref);
 		break;
 	}
@@ -281,7 +299,8 @@ static bool lp_put_lockless(struct lp_gadget *g)
  * upgraded a weak reference before we got the mutex. The gadget leaves the
  * list before the mutex is dropped, so a visitor holding the mutex never
  * sees a count of zero. atomic_cmpxchg() is fully ordered on success.
- * Every call does exactly one successful cmpxchg.
+ * Every call does exactly one successful cmpxchg, but for a count already
+ * at or below zero (a bug), which WARNs once and is left alone.
  *
  * Return: true if this put dropped the last reference (@g is unlinked).
  */
@@ -292,6 +311,9 @@ static bool lp_put_weak_cmpxchg(struct lp_gadget *g)
 
 	for (;;) {
 		old = atomic_read(&g->refcnt);
+		/* An over-put: nothing to release, and no retry would end. */
+		if (WARN_ONCE(old <= 0, "put of a gadget whose count is %d", old))
+			return false;
 		if (old > 1) {
 			if (atomic_cmpxchg(&g->refcnt, old, old - 1) == old)
 				return false;
@@ -341,18 +363,52 @@ static void lp_release_rwsem(struct kref *kref)
 }
 
 /**
+ * lp_owner_pin() - keep the lock of @g's list allocated across a slow put
+ * @g: the gadget; the caller still holds its reference to it
+ *
+ * kref_put_mutex() and lp_kref_put_rwsem() take the owner's lock for a
+ * decrement that may not be the last: if a TRYGET raised the count while
+ * we waited for the lock, the decrement under it takes 2 -> 1 and the
+ * unlock follows with no reference held. The final put may then run on
+ * another CPU as soon as the lock is free, free @g and, with it, the
+ * parent's last reference: the parent and the lock inside it are freed
+ * while mutex_unlock() or up_write() may still be touching the lock in its
+ * slow path (Documentation/locking/mutex-design.rst). A reference to the
+ * parent, taken while our own reference to @g keeps it alive, keeps the
+ * lock allocated until lp_gadget_put() drops it, after the unlock. A root
+ * needs none: its list is the arena's, which outlives every put.
+ * The article's cmpxchg loop (lp_put_weak_cmpxchg()) needs none either: it
+ * unlocks before it decrements. spin_unlock() (KREF_LOCK) is one release
+ * store and touches the lock no more after it.
+ *
+ * Return: the parent, with a new reference for the caller, or NULL.
+ */
+static struct lp_gadget *lp_owner_pin(struct lp_gadget *g)
+{
+	if (g->parent)
+		kref_get(&g->parent->kref);
+	return g->parent;
+}
+
+/**
  * lp_put_kref_mutex() - kref_put_mutex() on the owner's mutex
  * @g: the gadget, on its owner's weak list
+ * @pin: out: a reference to @g's parent that the caller must drop, or NULL
  *
  * refcount_dec_and_mutex_lock(): lock-free while the count is above one,
  * the 1 -> 0 step under the mutex, which lp_release_mutex() unlinks the
  * gadget under and drops. Release ordering before the decrement, acquire
- * before the gadget is unlinked and freed.
+ * before the gadget is unlinked and freed. The slow path pins the owner
+ * first (lp_owner_pin()): kref_put_mutex() may unlock after a decrement
+ * that was not the last.
  *
  * Return: true if this put dropped the last reference (@g is unlinked).
  */
-static bool lp_put_kref_mutex(struct lp_gadget *g)
+static bool lp_put_kref_mutex(struct lp_gadget *g, struct lp_gadget **pin)
 {
+	if (refcount_dec_not_one(&g->kref.refcount))
+		return false;
+	*pin = lp_owner_pin(g);
 	return kref_put_mutex(&g->kref, lp_release_mutex, &lp_owner(g)->mutex);
 }
 
@@ -360,7 +416,8 @@ static bool lp_put_kref_mutex(struct lp_gadget *g)
  * lp_put_kref_lock() - kref_put_lock() on the owner's spinlock
  * @g: the gadget, on its owner's weak list
  *
- * The same with refcount_dec_and_lock() and lp_release_lock().
+ * The same with refcount_dec_and_lock() and lp_release_lock(), and no pin:
+ * spin_unlock() is a single release store, the lock's last access.
  *
  * Return: true if this put dropped the last reference (@g is unlinked).
  */
@@ -374,7 +431,8 @@ static bool lp_put_kref_lock(struct lp_gadget *g)
  * @kref: the object
  * @release: called with @sem held for write when the count reaches zero;
  *	     it must unlink the object and up_write(@sem)
- * @sem: the rw_semaphore protecting the weak references to the object
+ * @sem: the rw_semaphore protecting the weak references to the object; the
+ *	 caller keeps it allocated until this returns, whatever it returns
  *
  * The article's exercise (named as ours: kref.h may grow its own). Lock-free
  * while the count is above one
@@ -403,11 +461,33 @@ static int lp_kref_put_rwsem(struct kref *kref,
 	return 1;
 }
 
+/**
+ * lp_put_kref_rwsem() - lp_kref_put_rwsem() on the owner's rw_semaphore
+ * @g: the gadget, on its owner's weak list
+ * @pin: out: a reference to @g's parent that the caller must drop, or NULL
+ *
+ * As lp_put_kref_mutex(): lock-free while the count is above one, the owner
+ * pinned before the slow path, since up_write() may touch the semaphore
+ * after releasing it.
+ *
+ * Return: true if this put dropped the last reference (@g is unlinked).
+ */
+static bool lp_put_kref_rwsem(struct lp_gadget *g, struct lp_gadget **pin)
+{
+	if (refcount_dec_not_one(&g->kref.refcount))
+		return false;
+	*pin = lp_owner_pin(g);
+	return lp_kref_put_rwsem(&g->kref, lp_release_rwsem,
+				 &lp_owner(g)->rwsem);
+}
+
 /*
  * One put in the arena's flavor. Return: true if it dropped the last
- * reference; @g is then off every weak list, but still registered.
+ * reference; @g is then off every weak list, but still registered. *@pin
+ * is set to a reference the put took on @g's parent (lp_owner_pin()),
+ * which the caller drops once this returns, or left alone.
  */
-static bool lp_put_one(struct lp_gadget *g)
+static bool lp_put_one(struct lp_gadget *g, struct lp_gadget **pin)
 {
 	switch (lp_flavor_of(g)) {
 	case LP_FLAVOR_LOCKED:
@@ -417,13 +497,14 @@ static bool lp_put_one(struct lp_gadget *g)
 	case LP_FLAVOR_WEAK_CMPXCHG:
 		return lp_put_weak_cmpxchg(g);
 	case LP_FLAVOR_KREF_MUTEX:
-		return lp_put_kref_mutex(g);
+		return lp_put_kref_mutex(g, pin);
 	case LP_FLAVOR_KREF_LOCK:
 		return lp_put_kref_lock(g);
-	default:
-		return lp_kref_put_rwsem(&g->kref, lp_release_rwsem,
-					 &lp_owner(g)->rwsem);
+	case LP_FLAVOR_KREF_RWSEM:
+		return lp_put_kref_rwsem(g, pin);
 	}
+	WARN_ONCE(1, "unknown flavor %u", lp_flavor_of(g));
+	return false;
 }
 
 /*
@@ -442,7 +523,8 @@ static void lp_gadget_free(struct lp_gadget *g)
 	WARN_ON_ONCE(atomic_read(&g->nr_children));
 	if (g->parent)
 		atomic_dec(&g->parent->nr_children);
-	atomic64_inc(&arena->freed);
+	/* Release: an ARENA_STAT that sees this also sees @g's creation. */
+	atomic64_fetch_inc_release(&arena->freed);
 	atomic64_dec(&lp_live_gadgets);
 	kmem_cache_free(lp_gadget_cache, g);
 }
@@ -453,19 +535,30 @@ static void lp_gadget_free(struct lp_gadget *g)
  *
  * Releasing a gadget drops its reference to the parent, which may cascade
  * up the tree. The cascade is a loop, not a recursion: constant stack for
- * any depth. Ordering is that of the flavor's put (see lp_put_*()).
+ * any depth, and the pin a slow put took on the owner (lp_owner_pin()) is
+ * dropped in the same loop, after that put's unlock. Ordering is that of
+ * the flavor's put (see lp_put_*()).
  *
  * Return: the number of gadgets this put released.
  */
 unsigned int lp_gadget_put(struct lp_gadget *g)
 {
+	struct lp_gadget *parent, *pin;
 	unsigned int released = 0;
-	struct lp_gadget *parent;
 
-	while (g && lp_put_one(g)) {
+	while (g) {
+		pin = NULL;
+		if (!lp_put_one(g, &pin)) {
+			/* Not the last; drop the owner's pin if it took one. */
+			g = pin;
+			continue;
+		}
 		parent = g->parent;
 		lp_gadget_free(g);
 		released++;
+		/* @parent has @g's reference as well: this is not its last. */
+		if (pin)
+			refcount_dec(&pin->kref.refcount);
 		g = parent;
 		cond_resched();
 	}
@@ -572,6 +665,11 @@ again:
 			got = atomic_inc_not_zero(&found->refcnt);
 			break;
 		default:
+			WARN_ONCE(1, "unknown flavor %u", lp_flavor_of(found));
+			fallthrough;
+		case LP_FLAVOR_KREF_MUTEX:
+		case LP_FLAVOR_KREF_LOCK:
+		case LP_FLAVOR_KREF_RWSEM:
 			got = kref_get_unless_zero(&found->kref);
 			break;
 		}
@@ -609,6 +707,11 @@ unsigned int lp_gadget_refcount(struct lp_gadget *g)
 	case LP_FLAVOR_WEAK_CMPXCHG:
 		return atomic_read(&g->refcnt);
 	default:
+		WARN_ONCE(1, "unknown flavor %u", lp_flavor_of(g));
+		fallthrough;
+	case LP_FLAVOR_KREF_MUTEX:
+	case LP_FLAVOR_KREF_LOCK:
+	case LP_FLAVOR_KREF_RWSEM:
 		return kref_read(&g->kref);
 	}
 }

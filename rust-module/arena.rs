@@ -20,11 +20,10 @@ use kernel::{
         atomic::{Atomic, Relaxed},
         Mutex, SpinLock,
     },
-    xarray::{AllocKind, XArray},
 };
 
 use crate::{
-    gadget::{GadgetPtr, GadgetRef, Kids},
+    gadget::{self, GadgetRef, Gadgets},
     rwsem::{new_rwsem, RwSem},
     txn::{Txn, TxnHandle},
     uapi,
@@ -43,14 +42,6 @@ pub(crate) static LIVE_ARENAS: Atomic<i64> = Atomic::new(0);
 /// out again (PUT, TXN_STOP, and [`Arena::release_handles`] at close() for every
 /// handle still held). `Relaxed`.
 pub(crate) static LIVE_HANDLES: Atomic<i64> = Atomic::new(0);
-
-/// The state `Arena::lock` protects: the article v1 "gadgets_lock". LOCKED's
-/// counts are `LockedBy` it (`Gadget::count`); it has no data of its own but one
-/// byte, because `LockedBy` tells owners apart by address and refuses (at build
-/// time) an owner type of size zero.
-pub(crate) struct ArenaState {
-    _not_zero_sized: u8,
-}
 
 /// One slot of a handle table.
 enum Slot<T> {
@@ -91,8 +82,6 @@ unsafe impl Sync for RacyCounter {}
 /// One open file of `/dev/lockless_rust` (`struct lp_arena`).
 #[pin_data(PinnedDrop)]
 pub(crate) struct Arena {
-    /// `enum lp_flavor`, fixed by the first NEW.
-    pub(crate) flavor: Atomic<u32>,
     /// A NEW has succeeded: the flavor can no longer change. Set by NEW under
     /// `config`'s read side, read by CONFIGURE under its write side.
     pub(crate) configured: Atomic<bool>,
@@ -100,26 +89,14 @@ pub(crate) struct Arena {
     /// gadget is made for cannot change under it.
     #[pin]
     pub(crate) config: RwSem<()>,
-    /// The article v1 "gadgets_lock": LOCKED's counts.
+    /// The gadgets: their flavor, the article v1 "gadgets_lock", the roots, the
+    /// registry and the counts (`gadget.rs`).
     #[pin]
-    pub(crate) lock: Mutex<ArenaState>,
-    /// Weak list of the root gadgets, fenced like a gadget's children.
-    #[pin]
-    pub(crate) roots: Kids,
-    /// id -> gadget, for TRYGET; its own lock keeps a gadget TRYGET found from
-    /// being freed (the release path removes it under that lock first).
-    #[pin]
-    pub(crate) registry: XArray<GadgetPtr>,
+    pub(crate) gadgets: Gadgets,
     /// The handles; the mutex keeps a handle's gadget alive while a reference is
     /// taken from it.
     #[pin]
     pub(crate) handles: Mutex<Handles<GadgetRef>>,
-    /// Last id handed out.
-    pub(crate) next_id: Atomic<u64>,
-    /// Gadgets ever created.
-    pub(crate) created: Atomic<u64>,
-    /// Gadgets ever freed.
-    pub(crate) freed: Atomic<u64>,
     /// The article's `atomic_t` variable.
     pub(crate) var: Atomic<i32>,
     /// jbd2's `t_max_wait` after the patch (lockless).
@@ -245,16 +222,10 @@ impl Arena {
 
     fn new() -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
-            flavor: Atomic::new(uapi::LP_FLAVOR_LOCKED),
             configured: Atomic::new(false),
             config <- new_rwsem!((), "lp_arena.config_rwsem"),
-            lock <- new_mutex!(ArenaState { _not_zero_sized: 0 }, "lp_arena.lock"),
-            roots <- Kids::new(),
-            registry <- XArray::new(AllocKind::Alloc),
+            gadgets <- Gadgets::new(),
             handles <- new_mutex!(Handles::new(), "lp_arena.handles_lock"),
-            next_id: Atomic::new(0),
-            created: Atomic::new(0),
-            freed: Atomic::new(0),
             var: Atomic::new(0),
             max_wait: Atomic::new(0),
             max_locked <- new_spinlock!(0, "lp_arena.max_lock"),
@@ -266,17 +237,12 @@ impl Arena {
         })
     }
 
-    /// The arena's `enum lp_flavor`.
-    pub(crate) fn flavor(&self) -> u32 {
-        self.flavor.load(Relaxed)
-    }
-
     /// `lp_handle_get()`: resolves `handle` and takes a reference to its gadget
     /// for the caller; the handle lock keeps the handle's own reference in place
     /// meanwhile.
     pub(crate) fn handle_get(&self, handle: u32) -> Result<GadgetRef> {
         let handles = self.handles.lock();
-        handles.get(handle).map(GadgetRef::get).ok_or(EBADF)
+        handles.get(handle).cloned().ok_or(EBADF)
     }
 
     /// `lp_handle_reserve()`: reserves the lowest free handle (`ENOSPC` when the
@@ -337,7 +303,7 @@ impl Arena {
         for slot in 0..slots {
             // `slot` < LP_MAX_HANDLES, so the handle fits a `u32`.
             if let Some(g) = self.handle_take(slot as u32 + 1) {
-                g.put();
+                gadget::put(g);
             }
         }
         let slots = self.txn_handles.lock().slots.len();
@@ -356,7 +322,8 @@ impl PinnedDrop for Arena {
     /// [`Arena::release_handles`] freed every gadget; the arena stops counting in
     /// [`LIVE_ARENAS`] last, just before `KBox` frees its memory.
     fn drop(self: Pin<&mut Self>) {
-        kernel::warn_on!(self.created.load(Relaxed) != self.freed.load(Relaxed));
+        let gadgets = &self.gadgets;
+        kernel::warn_on!(gadgets.created.load(Relaxed) != gadgets.freed.load(Relaxed));
         LIVE_ARENAS.fetch_sub(1, Relaxed);
     }
 }

@@ -27,7 +27,10 @@ use kernel::{
     fs::File,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     prelude::*,
-    sync::{atomic::Relaxed, SpinLockIrq},
+    sync::{
+        atomic::{Acquire, Relaxed},
+        SpinLockIrq,
+    },
     time::{Instant, Monotonic},
     transmute::{AsBytes, FromBytes},
     uaccess::{UserPtr, UserSlice, UserSliceWriter},
@@ -183,7 +186,7 @@ fn lp_configure(arena: &Arena, arg: UserPtr) -> Result<isize> {
     if arena.configured.load(Relaxed) {
         return Err(EBUSY);
     }
-    arena.flavor.store(c.flavor, Relaxed);
+    arena.gadgets.flavor.store(c.flavor, Relaxed);
     Ok(0)
 }
 
@@ -201,7 +204,7 @@ fn lp_new(arena: &Arena, arg: UserPtr) -> Result<isize> {
 
     let _config = arena.config.read();
     // On failure from here on, dropping `g` unpublished is `lp_gadget_discard()`.
-    let g = Gadget::alloc(arena, parent.as_ref())?;
+    let g = Gadget::alloc(&arena.gadgets, parent.as_deref())?;
     n.handle = arena.handle_reserve()?;
     n.id = g.id;
     if let Err(e) = copy_out(writer, &n) {
@@ -226,7 +229,7 @@ fn lp_put(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut a, writer) = copy_in::<uapi::lp_put>(arg)?;
     check_writable(arg, &a)?;
     let g = arena.handle_take(a.handle).ok_or(EBADF)?;
-    a.released = g.put();
+    a.released = gadget::put(g);
     write_back(writer, &a)
 }
 
@@ -240,7 +243,7 @@ fn lp_lookup(arena: &Arena, arg: UserPtr) -> Result<isize> {
 
 fn lp_tryget(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut a, writer) = copy_in::<uapi::lp_tryget>(arg)?;
-    let g = gadget::tryget(arena, a.id)?;
+    let g = gadget::tryget(&arena.gadgets, a.id)?;
     handle_new(arena, g, writer, &mut a, |a, h| a.handle = h)
 }
 
@@ -259,10 +262,12 @@ fn lp_stat(arena: &Arena, arg: UserPtr) -> Result<isize> {
 
 fn lp_arena_stat(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut s, writer) = copy_in::<uapi::lp_arena_stat>(arg)?;
-    s.flavor = arena.flavor();
+    s.flavor = arena.gadgets.flavor();
     s.handles = arena.handles.lock().held;
-    s.freed = arena.freed.load(Relaxed);
-    s.created = arena.created.load(Relaxed);
+    // `Acquire`, paired with the gadget drop's `Release` increment: every gadget
+    // counted in `freed` was counted in `created` before, so `live` cannot wrap.
+    s.freed = arena.gadgets.freed.load(Acquire);
+    s.created = arena.gadgets.created.load(Relaxed);
     s.live = s.created.wrapping_sub(s.freed);
     copy_out(writer, &s)
 }
@@ -283,7 +288,7 @@ fn lp_rmw_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
 
 fn lp_run_id(arena: &Arena, r: &uapi::lp_run) -> u64 {
     if r.value == u64::from(uapi::LP_ID_NEWEST) {
-        return arena.next_id.load(Relaxed);
+        return arena.gadgets.next_id.load(Relaxed);
     }
     r.value
 }
@@ -365,11 +370,11 @@ fn lp_run_get_put(arena: &Arena, r: &uapi::lp_run, g: Option<&GadgetRef>) -> Res
     let other = if r.op == uapi::LP_OP_LOOKUP_PUT {
         g.ok_or(EBADF)?.lookup(lp_run_id(arena, r))
     } else {
-        gadget::tryget(arena, lp_run_id(arena, r))
+        gadget::tryget(&arena.gadgets, lp_run_id(arena, r))
     };
     match other {
         Ok(other) => {
-            other.put();
+            gadget::put(other);
             Ok(1)
         }
         Err(e) if e == ENOENT => Ok(0),
@@ -408,13 +413,13 @@ fn lp_run_one(
 ) -> Result<u64> {
     match r.op {
         uapi::LP_OP_GET_PUT => {
-            g.ok_or(EBADF)?.get().put();
+            gadget::put(g.ok_or(EBADF)?.clone());
             Ok(1)
         }
         uapi::LP_OP_LOOKUP_PUT | uapi::LP_OP_TRYGET_PUT => lp_run_get_put(arena, r, g),
         uapi::LP_OP_NEW_PUT => {
-            let child = Gadget::create(arena, Some(g.ok_or(EBADF)?))?;
-            if child.put() == 0 {
+            let child = Gadget::create(&arena.gadgets, Some(g.ok_or(EBADF)?))?;
+            if gadget::put(child) == 0 {
                 r.failed += 1;
             }
             Ok(1)
@@ -516,7 +521,7 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
         }
         _ => None,
     };
-    if r.op == uapi::LP_OP_LOOKUP_PUT && !gadget::flavor_has_kids(arena.flavor()) {
+    if r.op == uapi::LP_OP_LOOKUP_PUT && !gadget::flavor_has_kids(arena.gadgets.flavor()) {
         return Err(EOPNOTSUPP);
     }
 

@@ -11,56 +11,55 @@
 //! style weak reference that is upgraded with get-unless-zero under its own
 //! lock.
 //!
-//! Where the C module uses one `struct lp_gadget` with a union of counters,
-//! this one uses the kernel's own types: LOCKLESS keeps its gadgets in
-//! [`Arc`] (whose count is a `refcount_t`), every other flavor in a `KBox`
-//! with an intrusive [`Refcount`] (or, in LOCKED, a count that only the
-//! arena's mutex may touch, a [`LockedBy`]). [`GadgetRef`] is one strong
-//! reference in either form; dropping it is a put.
+//! A gadget is counted intrusively, the way Rust-for-Linux counts C objects:
+//! [`Gadget`] is [`AlwaysRefCounted`] and a strong reference is an
+//! [`ARef<Gadget>`] ([`GadgetRef`]), whose drop is a put. Where the C module
+//! uses a union of counters, the count is the flavor's: in LOCKLESS the one of
+//! the [`Arc`] the gadget lives in (a `refcount_t`, incremented and dropped with
+//! `Arc`'s own operations), in LOCKED a count that only the arena's mutex may
+//! touch (a [`LockedBy`]), in every other flavor an intrusive [`Refcount`] in a
+//! `KBox`. The decrement ([`AlwaysRefCounted::dec_ref`]) takes a pointer, not a
+//! `&Gadget`: once it has given up its count, another CPU may free the gadget,
+//! and no reference to it may still be live then.
 //!
-//! Release never recurses: [`GadgetRef::put`] drops the parent's reference in
-//! a loop, so a chain of any depth is freed in constant stack.
+//! Release never recurses: [`put_ptr`] drops the parent's reference in a loop, so a
+//! chain of any depth is freed in constant stack.
 
-use core::{cell::UnsafeCell, mem::ManuallyDrop, ops::Deref, pin::Pin, ptr::NonNull};
+use core::{mem::ManuallyDrop, pin::Pin, ptr::NonNull};
 use kernel::{
     ffi::c_void,
     new_mutex, new_spinlock,
     prelude::*,
     sync::{
+        aref::{ARef, AlwaysRefCounted},
         atomic::{Acquire, Atomic, Full, Relaxed, Release},
-        Arc, LockedBy, Mutex, Refcount, SpinLock,
+        Arc, ArcBorrow, LockedBy, Mutex, Refcount, SpinLock,
     },
     types::ForeignOwnable,
+    xarray::{AllocKind, XArray},
 };
 
 use crate::{
-    arena::{Arena, ArenaState},
     rwsem::{new_rwsem, RwSem},
     uapi,
 };
 
 /// Gadgets alive in the whole module, all arenas together (`IDENTIFY.live_gadgets`):
-/// counted from the allocation in [`Gadget::create`] until the gadget's drop, the
+/// counted from the allocation in [`Gadget::alloc`] until the gadget's drop, the
 /// last step before its memory is freed. `Relaxed`: a statistic that only module
 /// exit and a quiescent IDENTIFY read.
 pub(crate) static LIVE_GADGETS: Atomic<i64> = Atomic::new(0);
 
-/// A pointer to a gadget that carries its allocation's provenance: what the
-/// weak child lists and the registry store, and what a [`GadgetRef::Counted`]
-/// owns one count of.
+/// One strong reference to a gadget, counted the way its arena's flavor counts;
+/// dropping it is a put ([`put`] also tells how many gadgets the put released).
+pub(crate) type GadgetRef = ARef<Gadget>;
+
+/// The address of a gadget: what the weak child lists and the registry store.
 ///
-/// It keeps nothing alive, and it is not a count (weak or strong): it is the
-/// gadget's address as its allocator handed it out, so that a count taken
-/// through it may later free the gadget through it ([`KBox::from_raw`]), or
-/// rebuild an `Arc` from it ([`Arc::from_raw_inc_not_zero`]). Only
-/// [`GadgetPtr::as_ref`] dereferences it.
-///
-/// # Invariants
-///
-/// The pointer is a copy of the one [`Gadget::create`] got for this gadget
-/// from [`KBox::into_raw`] (every flavor but LOCKLESS) or [`Arc::as_ptr`]
-/// (LOCKLESS), never one derived from a reference to the gadget.
-#[derive(Clone, Copy)]
+/// It keeps nothing alive, and it is not a count (weak or strong). Only
+/// [`GadgetPtr::as_ref`] dereferences it, and only a put that took the count to
+/// zero frees through it ([`GadgetPtr::allocation`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct GadgetPtr(NonNull<Gadget>);
 
 // SAFETY: A `GadgetPtr` is an address; dereferencing it is `unsafe`
@@ -70,34 +69,19 @@ unsafe impl Send for GadgetPtr {}
 unsafe impl Sync for GadgetPtr {}
 
 impl GadgetPtr {
-    /// The pointer `KBox::into_raw` returns for a new, pinned gadget, which
-    /// from now on is freed only by [`put_counted`].
-    fn from_box(boxed: Pin<KBox<Gadget>>) -> Self {
-        // SAFETY: The gadget is never moved out of its allocation: `put_counted()`
-        // rebuilds the pinned box from this pointer and drops it in place.
-        let raw = KBox::into_raw(unsafe { Pin::into_inner_unchecked(boxed) });
-        // SAFETY: `KBox::into_raw` never returns null.
-        // INVARIANT: The pointer `KBox::into_raw` returned, unchanged.
-        Self(unsafe { NonNull::new_unchecked(raw) })
+    /// The address of `g`.
+    fn of(g: &Gadget) -> Self {
+        Self(NonNull::from(g))
     }
 
-    /// The pointer `Arc::as_ptr` returns for a LOCKLESS gadget.
-    fn from_arc(arc: &Arc<Gadget>) -> Self {
-        let raw = Arc::as_ptr(arc).cast_mut();
-        // SAFETY: `Arc::as_ptr` points into the `Arc`'s allocation: not null.
-        // INVARIANT: The pointer `Arc::as_ptr` returned, unchanged.
-        Self(unsafe { NonNull::new_unchecked(raw) })
-    }
-
-    /// The raw pointer, with its provenance, for `KBox::from_raw` and
-    /// `Arc::from_raw_inc_not_zero`.
-    fn as_ptr(self) -> *mut Gadget {
-        self.0.as_ptr()
-    }
-
-    /// Whether this is the address of `g`.
-    fn is(self, g: &Gadget) -> bool {
-        core::ptr::eq(self.0.as_ptr(), g)
+    /// The pointer the gadget's allocator handed out, for `KBox::from_raw`,
+    /// `Arc::from_raw` and `Arc::from_raw_inc_not_zero`, which need the
+    /// provenance of the whole allocation (in LOCKLESS the `Arc`'s count lies
+    /// before the gadget). [`Gadget::alloc`] exposed that provenance, so a
+    /// pointer rebuilt from the address has it, whichever reference `self` was
+    /// taken from ([`ARef::from`] makes one from a `&Gadget`).
+    fn allocation(self) -> *mut Gadget {
+        core::ptr::with_exposed_provenance_mut(self.0.as_ptr().addr())
     }
 
     /// Borrows the gadget.
@@ -109,20 +93,36 @@ impl GadgetPtr {
     /// while it holds the lock of the weak list or registry it found `self` in:
     /// a gadget leaves its list under the lock that fenced its 1 -> 0 step, and
     /// the registry, under the registry lock, before its release path drops it.
+    /// A caller that gives up its count must let `'a` end before.
     unsafe fn as_ref<'a>(self) -> &'a Gadget {
         // SAFETY: The pointer is valid for reads (the caller's guarantee that the
-        // gadget is allocated) and came from its allocation (type invariant);
-        // the caller guarantees that no `&mut Gadget` exists for `'a`.
+        // gadget is allocated) and the caller guarantees that no `&mut Gadget`
+        // exists for `'a`.
         unsafe { self.0.as_ref() }
+    }
+
+    /// The gadget's intrusive count, as `Arc::drop` reaches its own: a borrow of
+    /// the `Refcount` alone, interior-mutable, never of the whole gadget, so that
+    /// it may be held across the decrement after which another CPU frees the
+    /// gadget, until the decrementing call returns.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns a count of the gadget, and uses the borrow for the
+    /// decrement that gives it up (or before), not after that call returns.
+    unsafe fn refcnt<'a>(self) -> &'a Refcount {
+        // SAFETY: The caller owns a count, so the gadget is allocated; the place
+        // projection borrows only the `refcnt` field.
+        unsafe { &(*self.0.as_ptr()).refcnt }
     }
 }
 
 // SAFETY: `into_foreign` hands the gadget's address to the XArray unchanged, and
-// `from_foreign`/`borrow` rebuild the same `GadgetPtr` from it: the XArray stores
-// and returns the pointer value it is given, so the copy keeps its provenance.
-// Gadgets are aligned to `Gadget`'s alignment (at least 8, it holds pointers and
-// `u64`s). A `GadgetPtr` owns nothing, so one rebuilt and dropped by the XArray
-// frees nothing.
+// `from_foreign`/`borrow` rebuild the same `GadgetPtr` from it. Gadgets are
+// aligned to `Gadget`'s alignment (at least 8, it holds pointers and `u64`s). A
+// `GadgetPtr` owns nothing, so one rebuilt and dropped by the XArray frees
+// nothing: the registry is a weak reference, which `kernel::xarray` has no type
+// for (every `ForeignOwnable` of the kernel owns what it points to).
 unsafe impl ForeignOwnable for GadgetPtr {
     const FOREIGN_ALIGN: usize = core::mem::align_of::<Gadget>();
 
@@ -135,7 +135,6 @@ unsafe impl ForeignOwnable for GadgetPtr {
 
     unsafe fn from_foreign(ptr: *mut c_void) -> Self {
         // SAFETY: `ptr` came from `into_foreign`, so it is a non-null gadget pointer.
-        // INVARIANT: `into_foreign` returned the pointer of a `GadgetPtr` unchanged.
         GadgetPtr(unsafe { NonNull::new_unchecked(ptr.cast()) })
     }
 
@@ -185,14 +184,76 @@ impl Kids {
     }
 }
 
+/// The state [`Gadgets::lock`] protects: the article v1 "gadgets_lock". LOCKED's
+/// counts are `LockedBy` it (`Gadget::count`); it has no data of its own but one
+/// byte, because `LockedBy` tells owners apart by address and refuses (at build
+/// time) an owner type of size zero.
+pub(crate) struct GadgetsLock {
+    _not_zero_sized: u8,
+}
+
+/// The gadget half of an arena: what `struct lp_arena` holds for its gadgets,
+/// and all that a gadget knows of its arena. The arena (`arena.rs`) embeds it;
+/// gadgets point to it, not to the arena, so this file needs nothing of
+/// `arena.rs`.
+#[pin_data]
+pub(crate) struct Gadgets {
+    /// `enum lp_flavor`, fixed by the arena's first NEW; only ever one of the
+    /// `LP_FLAVOR_*` values (`lp_configure()` checks it).
+    pub(crate) flavor: Atomic<u32>,
+    /// The article v1 "gadgets_lock": LOCKED's counts.
+    #[pin]
+    lock: Mutex<GadgetsLock>,
+    /// Weak list of the root gadgets, fenced like a gadget's children.
+    #[pin]
+    roots: Kids,
+    /// id -> gadget, for TRYGET; its own lock keeps a gadget TRYGET found from
+    /// being freed (the release path removes it under that lock first).
+    #[pin]
+    registry: XArray<GadgetPtr>,
+    /// Last id handed out.
+    pub(crate) next_id: Atomic<u64>,
+    /// Gadgets ever created.
+    pub(crate) created: Atomic<u64>,
+    /// Gadgets ever freed; `Release`, so that whoever reads it with `Acquire`
+    /// sees each freed gadget in `created` too.
+    pub(crate) freed: Atomic<u64>,
+}
+
+impl Gadgets {
+    /// An arena's gadgets, before its first NEW: LOCKED, none yet.
+    pub(crate) fn new() -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            flavor: Atomic::new(uapi::LP_FLAVOR_LOCKED),
+            lock <- new_mutex!(GadgetsLock { _not_zero_sized: 0 }, "lp_arena.lock"),
+            roots <- Kids::new(),
+            registry <- XArray::new(AllocKind::Alloc),
+            next_id: Atomic::new(0),
+            created: Atomic::new(0),
+            freed: Atomic::new(0),
+        })
+    }
+
+    /// The arena's `enum lp_flavor`.
+    pub(crate) fn flavor(&self) -> u32 {
+        self.flavor.load(Relaxed)
+    }
+}
+
 /// Whether `flavor` keeps weak child lists (LOOKUP works).
 pub(crate) fn flavor_has_kids(flavor: u32) -> bool {
     flavor != uapi::LP_FLAVOR_LOCKED && flavor != uapi::LP_FLAVOR_LOCKLESS
 }
 
+/// The flavor that [`Gadgets::flavor`] never holds, read all the same: WARNs
+/// once, for each `match` on the flavor that has no arm for it.
+fn unknown_flavor(flavor: u32) {
+    kernel::warn_on!(flavor >= uapi::LP_FLAVOR_COUNT);
+}
+
 /// Takes `g` off a locked list (`list_del()`).
-fn list_remove(list: &mut KVec<GadgetPtr>, g: &Gadget) {
-    if let Some(i) = list.iter().position(|x| x.is(g)) {
+fn list_remove(list: &mut KVec<GadgetPtr>, g: GadgetPtr) {
+    if let Some(i) = list.iter().position(|x| *x == g) {
         let last = list.len() - 1;
         list.as_mut_slice().swap(i, last);
         list.pop();
@@ -228,24 +289,27 @@ fn list_add_spinlocked(lock: &SpinLock<KVec<GadgetPtr>>, w: GadgetPtr) -> Result
 ///
 /// # Invariants
 ///
-/// - `arena` points to the arena that created the gadget, which outlives it:
-///   `MiscDevice::release` puts every handle the arena holds, through `&Arena`,
-///   before the arena is dropped, and nothing else holds a reference across an
-///   ioctl. The pointer comes from a shared borrow of the arena and is only read
-///   through.
-/// - `parent` is only written by the put that released the gadget
-///   ([`Gadget::release`]), once its count is zero and it is off every weak list
-///   and out of the registry: no other thread can reach it then.
+/// - `gadgets` points to the [`Gadgets`] of the arena that created the gadget,
+///   which outlives it: `MiscDevice::release` puts every handle the arena holds,
+///   through `&Arena`, before the arena is dropped, and nothing else holds a
+///   reference across an ioctl. The pointer comes from a shared borrow and is
+///   only read through.
+/// - `parent` is only written (taken) by the put that released the gadget, with
+///   the gadget's allocation in hand (`Pin<&mut Gadget>`): its count is zero and
+///   it is off every weak list and out of the registry, so no other reference
+///   to it exists.
+/// - A LOCKLESS gadget lives in an [`Arc`], any other in a pinned `KBox`; either
+///   way [`Gadget::alloc`] exposed the allocation's provenance.
 #[pin_data(PinnedDrop)]
 pub(crate) struct Gadget {
     /// LOCKED: article v1's count, serialised by the arena's mutex.
-    count: LockedBy<u32, ArenaState>,
+    count: LockedBy<u32, GadgetsLock>,
     /// WEAK_CMPXCHG and KREF_*: the intrusive count (LOCKLESS: `Arc`'s own).
     refcnt: Refcount,
     /// Strong reference to the parent, `None` for a root.
-    parent: UnsafeCell<Option<GadgetRef>>,
-    /// The arena the gadget lives in.
-    arena: NonNull<Arena>,
+    parent: Option<GadgetRef>,
+    /// The gadgets of the arena the gadget lives in.
+    gadgets: NonNull<Gadgets>,
     /// Registry key, unique in the arena, never reused.
     pub(crate) id: u64,
     /// This gadget's children (weak references).
@@ -253,45 +317,55 @@ pub(crate) struct Gadget {
     kids: Kids,
     /// Live children; each holds a reference to this gadget.
     nr_children: Atomic<i32>,
-    /// [`GadgetRef::publish`] ran: until then LOOKUP and TRYGET act as if the
+    /// [`Gadget::publish`] ran: until then LOOKUP and TRYGET act as if the
     /// gadget were not on its list nor in the registry, and it is not counted.
     published: Atomic<bool>,
 }
 
-// SAFETY: Every field is thread-safe but the raw ones: `arena` is only read (the
-// arena is `Sync`), and `parent` is only written by the releaser, alone (type
-// invariants).
+// SAFETY: Every field is thread-safe but `gadgets`, only read (and `Gadgets` is
+// `Sync`), and `parent`, only taken by the releaser, alone (type invariants).
 unsafe impl Send for Gadget {}
 // SAFETY: As above.
 unsafe impl Sync for Gadget {}
 
+// SAFETY: A gadget is counted from its creation (the one count of the `ARef`
+// that `Gadget::alloc` returns) and freed only by the put that takes its
+// flavor's count to zero (`dec_ref`, `put`): `inc_ref` takes one more count of
+// that same counter, which keeps the gadget allocated until the matching
+// `dec_ref`.
+unsafe impl AlwaysRefCounted for Gadget {
+    fn inc_ref(&self) {
+        self.get();
+    }
+
+    unsafe fn dec_ref(obj: NonNull<Self>) {
+        // SAFETY: The caller owns the count that an `inc_ref` took (or the one
+        // `alloc` gave) and hands it over, and uses `obj` no more.
+        unsafe { put_ptr(GadgetPtr(obj)) };
+    }
+}
+
 impl Gadget {
-    fn arena(&self) -> &Arena {
-        // SAFETY: The arena outlives its gadgets (type invariant).
-        unsafe { self.arena.as_ref() }
+    fn gadgets(&self) -> &Gadgets {
+        // SAFETY: The arena's gadgets outlive their gadgets (type invariant).
+        unsafe { self.gadgets.as_ref() }
     }
 
     fn flavor(&self) -> u32 {
-        self.arena().flavor()
-    }
-
-    fn parent(&self) -> Option<&GadgetRef> {
-        // SAFETY: Only the releaser writes `parent` (type invariant); the caller
-        // holds a reference, so the gadget is not being released.
-        unsafe { (*self.parent.get()).as_ref() }
+        self.gadgets().flavor()
     }
 
     /// The list the gadget sits on: its parent's children, or the arena's roots.
     fn owner(&self) -> &Kids {
-        match self.parent() {
+        match &self.parent {
             Some(p) => &p.kids,
-            None => &self.arena().roots,
+            None => &self.gadgets().roots,
         }
     }
 
     /// The parent's id, 0 for a root (`STAT`).
     pub(crate) fn parent_id(&self) -> u64 {
-        self.parent().map_or(0, |p| p.id)
+        self.parent.as_ref().map_or(0, |p| p.id)
     }
 
     /// Live children (`STAT`).
@@ -301,8 +375,8 @@ impl Gadget {
 
     /// `lp_gadget_new()`: creates and publishes a gadget holding one reference,
     /// for RUN's NEW_PUT, which has nothing to copy out in between.
-    pub(crate) fn create(arena: &Arena, parent: Option<&GadgetRef>) -> Result<GadgetRef> {
-        let g = Self::alloc(arena, parent)?;
+    pub(crate) fn create(gadgets: &Gadgets, parent: Option<&Gadget>) -> Result<GadgetRef> {
+        let g = Self::alloc(gadgets, parent)?;
         g.publish();
         Ok(g)
     }
@@ -318,41 +392,48 @@ impl Gadget {
     /// (`kernel::xarray` has no `xa_reserve()`) and a push on the list may
     /// allocate, so both happen now and the `published` flag hides them.
     /// Dropping the reference unpublished is `lp_gadget_discard()`.
-    pub(crate) fn alloc(arena: &Arena, parent: Option<&GadgetRef>) -> Result<GadgetRef> {
-        let flavor = arena.flavor();
-        let id = arena.next_id.fetch_add(1, Full) + 1;
+    pub(crate) fn alloc(gadgets: &Gadgets, parent: Option<&Gadget>) -> Result<GadgetRef> {
+        let flavor = gadgets.flavor();
+        let id = gadgets.next_id.fetch_add(1, Full) + 1;
         let init = pin_init!(Self {
-            count: LockedBy::new(&arena.lock, 1),
+            count: LockedBy::new(&gadgets.lock, 1),
             refcnt: Refcount::new(1),
-            parent: UnsafeCell::new(parent.map(GadgetRef::get)),
-            arena: NonNull::from(arena),
+            parent: parent.map(ARef::from),
+            gadgets: NonNull::from(gadgets),
             id,
             kids <- Kids::new(),
             nr_children: Atomic::new(0),
             published: Atomic::new(false),
         });
 
-        let g = if flavor == uapi::LP_FLAVOR_LOCKLESS {
-            GadgetRef::Arc(ManuallyDrop::new(Arc::pin_init(init, GFP_KERNEL)?))
+        let raw = if flavor == uapi::LP_FLAVOR_LOCKLESS {
+            Arc::into_raw(Arc::pin_init(init, GFP_KERNEL)?).cast_mut()
         } else {
-            let ptr = GadgetPtr::from_box(KBox::pin_init(init, GFP_KERNEL)?);
-            // INVARIANT: `KBox::into_raw`'s pointer in a flavor other than LOCKLESS;
-            // the initial count of one is this reference's.
-            GadgetRef::Counted(ptr)
+            let boxed = KBox::pin_init(init, GFP_KERNEL)?;
+            // SAFETY: The gadget is never moved out of its allocation: the put that
+            // frees it rebuilds the pinned box and drops it in place.
+            KBox::into_raw(unsafe { Pin::into_inner_unchecked(boxed) })
         };
+        // INVARIANT: The allocation's provenance, for `GadgetPtr::allocation()`.
+        raw.expose_provenance();
+        // SAFETY: `Arc::into_raw` and `KBox::into_raw` never return null.
+        let ptr = GadgetPtr(unsafe { NonNull::new_unchecked(raw) });
+        // SAFETY: The initial count of one, `Arc`'s or the gadget's own, is this
+        // reference's.
+        let g = unsafe { ARef::from_raw(ptr.0) };
 
         LIVE_GADGETS.fetch_add(1, Relaxed);
         if flavor_has_kids(flavor) {
             // On failure, dropping `g` puts it: it is on no list, not registered.
-            g.kids_add(flavor, g.ptr())?;
+            g.kids_add(flavor, ptr)?;
         }
 
         // Publish for TRYGET last, once `g` is complete: the registry lock orders
         // these stores before any TRYGET that finds `g`.
-        arena
+        gadgets
             .registry
             .lock()
-            .store(index(g.id)?, g.ptr(), GFP_KERNEL)?;
+            .store(index(g.id)?, ptr, GFP_KERNEL)?;
         Ok(g)
     }
 
@@ -361,10 +442,10 @@ impl Gadget {
     /// `Acquire` load (under the list or registry lock): who sees the flag also
     /// sees the counts.
     pub(crate) fn publish(&self) {
-        if let Some(p) = self.parent() {
+        if let Some(p) = &self.parent {
             p.nr_children.fetch_add(1, Relaxed);
         }
-        self.arena().created.fetch_add(1, Relaxed);
+        self.gadgets().created.fetch_add(1, Relaxed);
         self.published.store(true, Release);
     }
 
@@ -380,125 +461,63 @@ impl Gadget {
         match flavor {
             uapi::LP_FLAVOR_KREF_LOCK => list_add_spinlocked(&owner.lock, me),
             uapi::LP_FLAVOR_KREF_RWSEM => Ok(owner.rwsem.write().push(me, GFP_KERNEL)?),
-            _ => Ok(owner.mutex.lock().push(me, GFP_KERNEL)?),
-        }
-    }
-
-    /// `lp_put_locked()`: article v1 put, `refcnt--` under the arena mutex.
-    ///
-    /// The mutex orders every decrement; the one that sees 1 -> 0 is the last.
-    fn put_locked(&self) -> bool {
-        let mut state = self.arena().lock.lock();
-        let count = self.count.access_mut(&mut state);
-        *count -= 1;
-        *count == 0
-    }
-
-    /// `lp_put_weak_cmpxchg()`: article v3 put, the cmpxchg loop.
-    ///
-    /// Lock-free while the count is above one; the 1 -> 0 step is a cmpxchg done
-    /// under the owner's mutex, retried if a LOOKUP upgraded a weak reference
-    /// before we got the mutex. The gadget leaves the list before the mutex is
-    /// dropped. The cmpxchg is fully ordered (`Full`), as `atomic_cmpxchg()` is.
-    /// Every call does exactly one successful cmpxchg.
-    ///
-    /// This is the one place the count is driven through `Refcount::as_atomic()`,
-    /// which `Refcount` reserves for what `refcount.h` has no API for. Here the
-    /// loop itself is the pattern under study; its packaged form is KREF_MUTEX's
-    /// `Refcount::dec_and_lock()`. Nothing of `refcount_t` is lost: the loop never
-    /// goes below zero, and the count, one per handle, child and in-flight
-    /// reference, stays far from saturation.
-    fn put_weak_cmpxchg(&self) -> bool {
-        let owner = self.owner();
-        let count = self.refcnt.as_atomic();
-        loop {
-            let old = count.load(Relaxed);
-            if old > 1 {
-                if count.cmpxchg(old, old - 1, Full).is_ok() {
-                    return false;
-                }
-            } else {
-                // old was 1, fence off accesses to weak references!
-                let mut list = owner.mutex.lock();
-                if count.cmpxchg(1, 0, Full).is_ok() {
-                    list_remove(&mut list, self);
-                    return true;
-                }
-                // Somebody upgraded a weak reference: try again.
+            uapi::LP_FLAVOR_WEAK_CMPXCHG | uapi::LP_FLAVOR_KREF_MUTEX => {
+                Ok(owner.mutex.lock().push(me, GFP_KERNEL)?)
+            }
+            other => {
+                unknown_flavor(other);
+                Err(EINVAL)
             }
         }
     }
 
-    /// `kref_put_mutex()`: `Refcount::dec_and_lock()` is
-    /// `refcount_dec_and_mutex_lock()` on the owner's mutex, and the gadget
-    /// leaves the list under it if that was the last reference. Release ordering
-    /// before the decrement, acquire before the gadget is unlinked and freed.
-    fn put_kref_mutex(&self) -> bool {
-        let owner = self.owner();
-        if let Some(mut list) = self.refcnt.dec_and_lock(&owner.mutex) {
-            list_remove(&mut list, self);
-            return true;
-        }
-        false
-    }
-
-    /// `kref_put_lock()`: the same with the owner's spinlock
-    /// (`refcount_dec_and_lock()`).
-    fn put_kref_lock(&self) -> bool {
-        let owner = self.owner();
-        if let Some(mut list) = self.refcnt.dec_and_lock(&owner.lock) {
-            list_remove(&mut list, self);
-            return true;
-        }
-        false
-    }
-
-    /// `kref_put_rwsem()`: the article's exercise, `refcount_dec_and_mutex_lock()`
-    /// written out for `RwSem`, which is not a `Lock` backend: lock-free while
-    /// the count is above one (`Refcount::dec_not_one()`); otherwise `down_write()`
-    /// fences off readers of the list, which upgrade weak references under
-    /// `down_read()`, and the 1 -> 0 step is `dec_and_test()` under it.
-    fn put_kref_rwsem(&self) -> bool {
-        let owner = self.owner();
-        if self.refcnt.dec_not_one() {
-            return false;
-        }
-        let mut list = owner.rwsem.write();
-        if !self.refcnt.dec_and_test() {
-            return false;
-        }
-        list_remove(&mut list, self);
-        true
-    }
-
-    /// One put in the arena's flavor (not LOCKLESS, which is `Arc`'s). Returns
-    /// `true` if it dropped the last reference; the gadget is then off every weak
-    /// list, but still registered.
-    fn put_one(&self) -> bool {
-        match self.flavor() {
-            uapi::LP_FLAVOR_LOCKED => self.put_locked(),
-            uapi::LP_FLAVOR_WEAK_CMPXCHG => self.put_weak_cmpxchg(),
-            uapi::LP_FLAVOR_KREF_MUTEX => self.put_kref_mutex(),
-            uapi::LP_FLAVOR_KREF_LOCK => self.put_kref_lock(),
-            _ => self.put_kref_rwsem(),
-        }
-    }
-
-    /// `lp_gadget_free()`'s first half: the release path, once the put that took
-    /// the count to zero unlinked the gadget from its weak list, and before the
-    /// gadget is dropped and freed. Unregisters it (after the count reached zero,
-    /// before the free, as `kvm_destroy_vm()` removes the debugfs files), then
-    /// takes out the reference it held on its parent, for the caller to put next.
+    /// `lp_gadget_get()`: takes one more reference; the caller already holds one.
+    /// [`AlwaysRefCounted::inc_ref`], so `ARef::clone` is a get.
     ///
-    /// Takes `&self`, as C does `struct lp_gadget *`: until we hold the registry
-    /// lock, a TRYGET holding it may have found the gadget and be reading its count
-    /// through a `&Gadget` of its own. Only once the gadget is out of the registry
-    /// can the drop borrow it mutably.
-    fn release(&self) -> Option<GadgetRef> {
-        if let Ok(i) = index(self.id) {
-            self.arena().registry.lock().remove(i);
+    /// LOCKED: article v1, `refcnt++` under the arena mutex. Every other flavor:
+    /// article v2, a bare increment without acquire or release semantics
+    /// (`Arc`'s clone, `Refcount::inc`): the caller's own reference keeps the
+    /// gadget alive and was itself obtained with the ordering that mattered.
+    fn get(&self) {
+        match self.flavor() {
+            uapi::LP_FLAVOR_LOCKED => {
+                let mut state = self.gadgets().lock.lock();
+                *self.count.access_mut(&mut state) += 1;
+            }
+            uapi::LP_FLAVOR_LOCKLESS => {
+                // SAFETY: A LOCKLESS gadget lives in an `Arc` (type invariant), whose
+                // pointer `allocation()` rebuilds; the caller's reference keeps the
+                // count above zero while the borrow lives, and no `UniqueArc` of a
+                // gadget is ever made.
+                let arc = unsafe { ArcBorrow::from_raw(GadgetPtr::of(self).allocation()) };
+                // The new count (`refcount_inc()`) goes to the caller's new `ARef`.
+                core::mem::forget(Arc::from(arc));
+            }
+            flavor => {
+                unknown_flavor(flavor);
+                self.refcnt.inc();
+            }
         }
-        take_parent(self)
+    }
+
+    /// The gadget's count (`STAT`): a snapshot, maybe stale by the time it is used.
+    pub(crate) fn refcount(&self) -> u32 {
+        match self.flavor() {
+            uapi::LP_FLAVOR_LOCKED => *self.count.access(&self.gadgets().lock.lock()),
+            uapi::LP_FLAVOR_LOCKLESS => {
+                let ptr = GadgetPtr::of(self).allocation();
+                // SAFETY: A LOCKLESS gadget lives in an `Arc` (type invariant), whose
+                // pointer `allocation()` rebuilds. The caller's reference keeps the
+                // count above zero; the `Arc` made here owns none of it and is never
+                // dropped, as in `From<ArcBorrow> for Arc`.
+                let arc = ManuallyDrop::new(unsafe { Arc::from_raw(ptr) });
+                Arc::count(&arc)
+            }
+            flavor => {
+                unknown_flavor(flavor);
+                u32::try_from(self.refcnt.as_atomic().load(Relaxed)).unwrap_or(0)
+            }
+        }
     }
 
     /// `lp_gadget_lookup()`: upgrades a child's weak reference to a strong one.
@@ -516,9 +535,37 @@ impl Gadget {
             uapi::LP_FLAVOR_LOCKED | uapi::LP_FLAVOR_LOCKLESS => return Err(EOPNOTSUPP),
             uapi::LP_FLAVOR_KREF_LOCK => upgrade(&self.kids.lock.lock(), id),
             uapi::LP_FLAVOR_KREF_RWSEM => upgrade(&self.kids.rwsem.read(), id),
-            _ => upgrade(&self.kids.mutex.lock(), id),
+            uapi::LP_FLAVOR_WEAK_CMPXCHG | uapi::LP_FLAVOR_KREF_MUTEX => {
+                upgrade(&self.kids.mutex.lock(), id)
+            }
+            other => {
+                unknown_flavor(other);
+                return Err(EOPNOTSUPP);
+            }
         };
         found.ok_or(ENOENT)
+    }
+
+    /// `lp_gadget_free()`'s first half: the release path, once the put that took
+    /// the count to zero unlinked the gadget from its weak list, and before the
+    /// gadget is dropped and freed. Unregisters it (after the count reached zero,
+    /// before the free, as `kvm_destroy_vm()` removes the debugfs files) and tells
+    /// the parent it lost a child.
+    ///
+    /// Takes `&self`, as C does `struct lp_gadget *`: until we hold the registry
+    /// lock, a TRYGET holding it may have found the gadget and be reading its count
+    /// through a `&Gadget` of its own. Only once the gadget is out of the registry
+    /// can the drop borrow it mutably.
+    fn release(&self) {
+        if let Ok(i) = index(self.id) {
+            self.gadgets().registry.lock().remove(i);
+        }
+        // Counted by `publish`, which a discarded gadget never reached.
+        if let Some(p) = &self.parent {
+            if self.is_published() {
+                p.nr_children.fetch_sub(1, Relaxed);
+            }
+        }
     }
 }
 
@@ -531,14 +578,14 @@ fn upgrade(list: &KVec<GadgetPtr>, id: u64) -> Option<GadgetRef> {
         let g = unsafe { p.as_ref() };
         g.id == id && g.is_published()
     })?;
-    // SAFETY: As in the search above.
-    let child = unsafe { p.as_ref() };
     // The fence failed if a listed gadget has count 0: `refcount_inc()` WARNs on
     // an increment from zero, where C says WARN_ON_ONCE() before `atomic_inc()`.
-    child.refcnt.inc();
-    // INVARIANT: Listed gadgets are never LOCKLESS ones, so `p` is `KBox::into_raw`'s
-    // pointer; we just took the count this reference owns.
-    Some(GadgetRef::Counted(p))
+    // SAFETY: As in the search above.
+    let refcnt = unsafe { p.refcnt() };
+    refcnt.inc();
+    // SAFETY: Listed gadgets are counted by `refcnt` (never LOCKED nor LOCKLESS
+    // ones); we just took the count the new `ARef` owns.
+    Some(unsafe { ARef::from_raw(p.0) })
 }
 
 /// An id as an XArray index.
@@ -561,13 +608,13 @@ fn index(id: u64) -> Result<usize> {
 /// lookup round again.
 ///
 /// Returns `ENOENT` if no gadget has `id` or its count reached zero.
-pub(crate) fn tryget(arena: &Arena, id: u64) -> Result<GadgetRef> {
+pub(crate) fn tryget(gadgets: &Gadgets, id: u64) -> Result<GadgetRef> {
     let i = index(id)?;
     loop {
-        let mut state = (arena.flavor() == uapi::LP_FLAVOR_LOCKED).then(|| arena.lock.lock());
-        let registry = arena.registry.lock();
+        let mut state = (gadgets.flavor() == uapi::LP_FLAVOR_LOCKED).then(|| gadgets.lock.lock());
+        let registry = gadgets.registry.lock();
         let ptr = registry.get(i).ok_or(ENOENT)?;
-        let got = match arena.flavor() {
+        let got = match gadgets.flavor() {
             uapi::LP_FLAVOR_LOCKED => {
                 let Some(state) = state.as_mut() else {
                     continue;
@@ -586,12 +633,18 @@ pub(crate) fn tryget(arena: &Arena, id: u64) -> Result<GadgetRef> {
                 *count > 1
             }
             uapi::LP_FLAVOR_LOCKLESS => {
-                // SAFETY: In LOCKLESS `ptr` is `Arc::as_ptr`'s pointer (`GadgetPtr`
-                // invariant); the allocation is not freed while we hold the registry
-                // lock (see above); LOCKLESS releases with `Arc::drop_with`, never
-                // `Arc::into_unique_or_drop`.
-                let arc = unsafe { Arc::from_raw_inc_not_zero(ptr.as_ptr()) };
-                let g = GadgetRef::Arc(ManuallyDrop::new(arc.ok_or(ENOENT)?));
+                // SAFETY: A LOCKLESS gadget lives in an `Arc`, whose pointer
+                // `allocation()` rebuilds; the allocation is not freed while we hold
+                // the registry lock (see above); no `UniqueArc` of a gadget is ever
+                // made (LOCKLESS releases with `Arc::drop_with`).
+                let arc = unsafe { Arc::from_raw_inc_not_zero(ptr.allocation()) };
+                let Some(arc) = arc else {
+                    return Err(ENOENT);
+                };
+                // The count `from_raw_inc_not_zero` took goes to the `ARef`.
+                core::mem::forget(arc);
+                // SAFETY: We own the count just taken.
+                let g = unsafe { ARef::from_raw(ptr.0) };
                 // Tested only now that we hold a reference: before, the gadget may be
                 // lent out as `Pin<&mut Gadget>` by `drop_with`. Unpublished, the NEW
                 // that made it still holds its own reference, so this put is not the
@@ -600,7 +653,8 @@ pub(crate) fn tryget(arena: &Arena, id: u64) -> Result<GadgetRef> {
                 drop(state);
                 return if g.is_published() { Ok(g) } else { Err(ENOENT) };
             }
-            _ => {
+            flavor => {
+                unknown_flavor(flavor);
                 // SAFETY: As in LOCKED.
                 let g = unsafe { ptr.as_ref() };
                 g.is_published() && g.refcnt.inc_not_zero()
@@ -612,9 +666,8 @@ pub(crate) fn tryget(arena: &Arena, id: u64) -> Result<GadgetRef> {
         if !got {
             return Err(ENOENT);
         }
-        // INVARIANT: Not LOCKLESS, so `ptr` is `KBox::into_raw`'s pointer; we took
-        // the count.
-        return Ok(GadgetRef::Counted(ptr));
+        // SAFETY: We took the count the new `ARef` owns.
+        return Ok(unsafe { ARef::from_raw(ptr.0) });
     }
 }
 
@@ -622,162 +675,197 @@ pub(crate) fn tryget(arena: &Arena, id: u64) -> Result<GadgetRef> {
 impl PinnedDrop for Gadget {
     /// `lp_gadget_free()`'s second half: runs when the box or the `Arc` drops the
     /// gadget, just before its memory is freed, after [`Gadget::release`] took it
-    /// out of the registry: no other thread can reach it any more.
+    /// out of the registry and the put took its parent reference out: no other
+    /// thread can reach it any more.
     fn drop(self: Pin<&mut Self>) {
         kernel::warn_on!(self.nr_children.load(Relaxed) != 0);
+        kernel::warn_on!(self.parent.is_some());
         if self.published.load(Relaxed) {
-            self.arena().freed.fetch_add(1, Relaxed);
+            self.gadgets().freed.fetch_add(1, Release);
         }
         LIVE_GADGETS.fetch_sub(1, Relaxed);
     }
 }
 
-/// One strong reference to a gadget, counted the way its arena's flavor counts.
+/// `lp_owner_pin()`: keeps the lock of `g`'s list allocated across a slow put.
 ///
-/// Dropping it is a put; [`GadgetRef::put`] also tells how many gadgets that put
-/// released.
+/// `Refcount::dec_and_lock()` and [`put_kref_rwsem`] take the owner's lock for a
+/// decrement that may not be the last: if a TRYGET raised the count while we
+/// waited for the lock, the decrement under it takes 2 -> 1 and the unlock
+/// follows with no count held. The final put may then run on another CPU as soon
+/// as the lock is free, free `g` and, with it, the parent's last reference: the
+/// parent and the lock inside it are freed while `mutex_unlock()` or `up_write()`
+/// may still be touching the lock in its slow path
+/// (`Documentation/locking/mutex-design.rst`). A reference to the parent, taken
+/// while our own count of `g` keeps it alive, keeps the lock allocated until
+/// [`put_ptr`] drops it, after the unlock. A root needs none: its list is the
+/// arena's, which outlives every put. The article's cmpxchg loop
+/// ([`put_weak_cmpxchg`]) needs none either: it unlocks before it decrements.
+/// `spin_unlock()` (KREF_LOCK) is one release store and touches the lock no more
+/// after it.
 ///
-/// # Invariants
+/// Returns the pin (`None` for a root) and the owner's list, borrowed from the
+/// pin or the arena, not from `g`.
 ///
-/// `Counted(p)`: `p` is the pointer [`KBox::into_raw`] returned for a gadget
-/// of a flavor other than LOCKLESS ([`Gadget::create`]), and this value owns one
-/// count of its counter, so the gadget is alive.
-pub(crate) enum GadgetRef {
-    /// LOCKLESS, article v2 with the kernel's `Arc`: `Arc::clone` is `atomic_inc`
-    /// without ordering (`refcount_inc`), the drop a fully ordered decrement.
-    Arc(ManuallyDrop<Arc<Gadget>>),
-    /// Every other flavor: one count of the gadget's own counter.
-    Counted(GadgetPtr),
-}
-
-// SAFETY: A reference can be put from any thread, like an `Arc<Gadget>`.
-unsafe impl Send for GadgetRef {}
-// SAFETY: Through `&GadgetRef` only `&Gadget` is reachable, and `Gadget` is `Sync`.
-unsafe impl Sync for GadgetRef {}
-
-impl Deref for GadgetRef {
-    type Target = Gadget;
-
-    fn deref(&self) -> &Gadget {
-        match self {
-            Self::Arc(a) => a,
-            // SAFETY: We own a count (type invariant) for as long as `self` is
-            // borrowed, and no `&mut Gadget` exists before the count reaches zero.
-            Self::Counted(p) => unsafe { p.as_ref() },
-        }
+/// # Safety
+///
+/// The caller owns a count of `g`.
+unsafe fn owner_pin<'a>(g: GadgetPtr, pin: &'a mut Option<GadgetRef>) -> &'a Kids {
+    // SAFETY: The caller owns a count, so `g` is allocated and not mutably
+    // borrowed; the borrow ends in this function, before any decrement.
+    let gr = unsafe { g.as_ref() };
+    let gadgets = gr.gadgets;
+    *pin = gr.parent.clone();
+    let pin: &'a Option<GadgetRef> = pin;
+    match pin {
+        Some(p) => &p.kids,
+        // SAFETY: The arena's gadgets outlive their gadgets (`Gadget` invariant).
+        None => unsafe { &gadgets.as_ref().roots },
     }
 }
 
-impl GadgetRef {
-    /// `lp_gadget_get()`: takes one more reference; `self` already holds one.
-    ///
-    /// LOCKED: article v1, `refcnt++` under the arena mutex. Every other flavor:
-    /// article v2, a bare increment without acquire or release semantics
-    /// (`Arc::clone`, `Refcount::inc`): the caller's own reference keeps the gadget
-    /// alive and was itself obtained with the ordering that mattered.
-    pub(crate) fn get(&self) -> GadgetRef {
-        match self {
-            Self::Arc(a) => Self::Arc(ManuallyDrop::new(Arc::clone(a))),
-            Self::Counted(p) => {
-                if self.flavor() == uapi::LP_FLAVOR_LOCKED {
-                    let mut state = self.arena().lock.lock();
-                    *self.count.access_mut(&mut state) += 1;
-                } else {
-                    self.refcnt.inc();
-                }
-                // INVARIANT: Same allocation; we just took the count.
-                Self::Counted(*p)
+/// `lp_put_locked()`: article v1 put, `refcnt--` under the arena mutex.
+///
+/// The mutex orders every decrement; the one that sees 1 -> 0 is the last.
+///
+/// # Safety
+///
+/// The caller owns a count of `g` and hands it over.
+unsafe fn put_locked(g: GadgetPtr) -> bool {
+    // SAFETY: We own a count; `gr` is last used before the unlock, which is
+    // when another put may free the gadget.
+    let gr = unsafe { g.as_ref() };
+    // SAFETY: The arena's gadgets outlive their gadgets (`Gadget` invariant).
+    let gadgets = unsafe { gr.gadgets.as_ref() };
+    let mut state = gadgets.lock.lock();
+    let count = gr.count.access_mut(&mut state);
+    *count -= 1;
+    *count == 0
+}
+
+/// `lp_put_weak_cmpxchg()`: article v3 put, the cmpxchg loop.
+///
+/// Lock-free while the count is above one; the 1 -> 0 step is a cmpxchg done
+/// under the owner's mutex, retried if a LOOKUP upgraded a weak reference
+/// before we got the mutex. The gadget leaves the list before the mutex is
+/// dropped. The cmpxchg is fully ordered (`Full`), as `atomic_cmpxchg()` is.
+/// Every call does exactly one successful cmpxchg, but for a count already at
+/// or below zero (a bug), which WARNs and is left alone. No pin: the mutex is
+/// only unlocked by a put that still holds its count (a failed 1 -> 0), or that
+/// is the last.
+///
+/// This is the one place the count is driven through `Refcount::as_atomic()`,
+/// which `Refcount` reserves for what `refcount.h` has no API for. Here the
+/// loop itself is the pattern under study; its packaged form is KREF_MUTEX's
+/// `Refcount::dec_and_lock()`. Nothing of `refcount_t` is lost: the loop never
+/// goes below zero, and the count, one per handle, child and in-flight
+/// reference, stays far from saturation.
+///
+/// # Safety
+///
+/// The caller owns a count of `g` and hands it over.
+unsafe fn put_weak_cmpxchg(g: GadgetPtr) -> bool {
+    // SAFETY: We own a count; `gr` is last used before the first decrement.
+    let gr = unsafe { g.as_ref() };
+    let owner = gr.owner();
+    // SAFETY: We own a count, and give it up only in a cmpxchg below, after
+    // which `count` is not used again.
+    let count = unsafe { g.refcnt() }.as_atomic();
+    loop {
+        let old = count.load(Relaxed);
+        // An over-put: nothing to release, and no retry would end.
+        if old <= 0 {
+            kernel::warn_on!(true);
+            return false;
+        }
+        if old > 1 {
+            if count.cmpxchg(old, old - 1, Full).is_ok() {
+                return false;
             }
-        }
-    }
-
-    /// The gadget's pointer, as the weak lists and the registry store it.
-    fn ptr(&self) -> GadgetPtr {
-        match self {
-            Self::Arc(a) => GadgetPtr::from_arc(a),
-            Self::Counted(p) => *p,
-        }
-    }
-
-    /// The gadget's count (`STAT`): a snapshot, maybe stale by the time it is used.
-    pub(crate) fn refcount(&self) -> u32 {
-        match self {
-            Self::Arc(a) => Arc::count(a),
-            Self::Counted(_) if self.flavor() == uapi::LP_FLAVOR_LOCKED => {
-                *self.count.access(&self.arena().lock.lock())
+        } else {
+            // old was 1, fence off accesses to weak references!
+            let mut list = owner.mutex.lock();
+            if count.cmpxchg(1, 0, Full).is_ok() {
+                list_remove(&mut list, g);
+                return true;
             }
-            Self::Counted(_) => u32::try_from(self.refcnt.as_atomic().load(Relaxed)).unwrap_or(0),
-        }
-    }
-
-    /// `lp_gadget_put()`: drops this reference, releasing what reaches zero.
-    ///
-    /// Releasing a gadget drops its reference to the parent, which may cascade up
-    /// the tree. The cascade is a loop, not a recursion: constant stack for any
-    /// depth. Ordering is that of the flavor's put.
-    ///
-    /// Returns the number of gadgets this put released.
-    pub(crate) fn put(self) -> u32 {
-        let mut released = 0;
-        let mut next = Some(self);
-        while let Some(r) = next.take() {
-            match r.release_one() {
-                PutOutcome::Alive => break,
-                PutOutcome::Freed(parent) => {
-                    released += 1;
-                    next = parent;
-                }
-            }
-        }
-        released
-    }
-
-    /// Drops this one reference, freeing the gadget if it was the last.
-    fn release_one(self) -> PutOutcome {
-        let mut this = ManuallyDrop::new(self);
-        match &mut *this {
-            // SAFETY: `this` is never used again, nor dropped.
-            Self::Arc(a) => put_lockless(unsafe { ManuallyDrop::take(a) }),
-            // SAFETY: We own one count of `p` (type invariant), which we hand over.
-            Self::Counted(p) => unsafe { put_counted(*p) },
+            // Somebody upgraded a weak reference: try again.
         }
     }
 }
 
-impl Drop for GadgetRef {
-    fn drop(&mut self) {
-        // SAFETY: Neither variant's field has drop glue (`ManuallyDrop`, `GadgetPtr`),
-        // so after this copy the original is never used or dropped again: the copy
-        // owns the reference, and `put` consumes it without dropping it twice.
-        let this = unsafe { core::ptr::read(self) };
-        this.put();
+/// `lp_put_kref_mutex()`: `kref_put_mutex()`, `Refcount::dec_and_lock()` being
+/// `refcount_dec_and_mutex_lock()` on the owner's mutex, and the gadget leaves
+/// the list under it if that was the last reference. Release ordering before the
+/// decrement, acquire before the gadget is unlinked and freed. The slow path
+/// pins the owner first ([`owner_pin`]): `dec_and_lock()` may unlock after a
+/// decrement that was not the last.
+///
+/// # Safety
+///
+/// The caller owns a count of `g` and hands it over; it drops `pin` after this
+/// returns.
+unsafe fn put_kref_mutex(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> bool {
+    // SAFETY: We own a count, and give it up only in this call.
+    let refcnt = unsafe { g.refcnt() };
+    if refcnt.dec_not_one() {
+        return false;
     }
+    // SAFETY: We still own our count.
+    let owner = unsafe { owner_pin(g, pin) };
+    // `owner` is the pin's or the arena's, not `g`'s.
+    if let Some(mut list) = refcnt.dec_and_lock(&owner.mutex) {
+        list_remove(&mut list, g);
+        return true;
+    }
+    false
 }
 
-/// What one put did to its gadget (one step of [`GadgetRef::put`]'s loop).
-enum PutOutcome {
-    /// It was not the last reference: the gadget lives on.
-    Alive,
-    /// It was the last reference: the gadget is freed. This is the reference it
-    /// held on its parent (`None` for a root), the caller's to put next.
-    Freed(Option<GadgetRef>),
+/// `lp_put_kref_lock()`: `kref_put_lock()`, the same with the owner's spinlock
+/// (`refcount_dec_and_lock()`), and no pin: `spin_unlock()` is a single release
+/// store, the lock's last access.
+///
+/// # Safety
+///
+/// The caller owns a count of `g` and hands it over.
+unsafe fn put_kref_lock(g: GadgetPtr) -> bool {
+    // SAFETY: We own a count; `gr` is last used before the decrement. The owner
+    // is the parent, which `g` keeps alive until its final put, or the arena.
+    let owner = unsafe { g.as_ref() }.owner();
+    // SAFETY: We own a count, and give it up only in this call.
+    let refcnt = unsafe { g.refcnt() };
+    if let Some(mut list) = refcnt.dec_and_lock(&owner.lock) {
+        list_remove(&mut list, g);
+        return true;
+    }
+    false
 }
 
-/// Takes the parent reference out of a gadget being released and tells the
-/// parent it lost a child.
-fn take_parent(g: &Gadget) -> Option<GadgetRef> {
-    // SAFETY: Called by `Gadget::release` only, after it unregistered `g`, whose
-    // count is zero and which is off every weak list: no other thread can reach
-    // `g`, so nobody else reads or writes `parent` (type invariant of `Gadget`).
-    // The `&mut Option` made through the `UnsafeCell` lasts for this statement.
-    let parent = unsafe { (*g.parent.get()).take() };
-    if let Some(p) = &parent {
-        // Counted by `publish`, which a discarded gadget never reached.
-        if g.is_published() {
-            p.nr_children.fetch_sub(1, Relaxed);
-        }
+/// `lp_put_kref_rwsem()`: `kref_put_rwsem()`, the article's exercise,
+/// `refcount_dec_and_mutex_lock()` written out for `RwSem`, which is not a `Lock`
+/// backend: lock-free while the count is above one (`Refcount::dec_not_one()`);
+/// otherwise the owner is pinned ([`owner_pin`]), `down_write()` fences off
+/// readers of the list, which upgrade weak references under `down_read()`, and
+/// the 1 -> 0 step is `dec_and_test()` under it.
+///
+/// # Safety
+///
+/// The caller owns a count of `g` and hands it over; it drops `pin` after this
+/// returns.
+unsafe fn put_kref_rwsem(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> bool {
+    // SAFETY: We own a count, and give it up only in this call.
+    let refcnt = unsafe { g.refcnt() };
+    if refcnt.dec_not_one() {
+        return false;
     }
-    parent
+    // SAFETY: We still own our count.
+    let owner = unsafe { owner_pin(g, pin) };
+    let mut list = owner.rwsem.write();
+    if !refcnt.dec_and_test() {
+        return false;
+    }
+    list_remove(&mut list, g);
+    true
 }
 
 /// `lp_put_lockless()`: article v2 put, the last `Arc` reference's release.
@@ -789,44 +877,120 @@ fn take_parent(g: &Gadget) -> Option<GadgetRef> {
 /// `Arc::drop_with` leaves the count at zero while it lends us the gadget, so
 /// TRYGET's `Arc::from_raw_inc_not_zero` cannot revive it.
 ///
-/// The release path runs in the closure, before the `Arc` frees the gadget, and
-/// uses the gadget shared (`Gadget::release` takes `&Gadget`). `drop_with` lends
-/// it as `Pin<&mut Gadget>`, which is sound only if no other thread holds a
-/// reference into the gadget meanwhile: it is on no list (LOCKLESS keeps none),
-/// no handle holds it (its count is zero), and a TRYGET that finds it in the
-/// registry touches only the `Arc`'s count, beside the gadget, never the gadget
-/// itself: `tryget()` makes no `&Gadget` in LOCKLESS before its increment
-/// succeeded, and patch 0002's `Arc::from_raw_inc_not_zero()` reaches the count
-/// through raw projections, without a reference to the gadget or its
-/// `ArcInner`.
-fn put_lockless(a: Arc<Gadget>) -> PutOutcome {
-    let mut parent = None;
-    if Arc::drop_with(a, |g| parent = g.as_ref().get_ref().release()) {
-        PutOutcome::Freed(parent)
-    } else {
-        PutOutcome::Alive
-    }
-}
-
-/// The put of the other flavors: [`Gadget::put_one`], then, if that was the last
-/// reference, the free.
+/// The release path runs in the closure, before the `Arc` frees the gadget.
+/// `drop_with` lends it as `Pin<&mut Gadget>`, which is sound only if no other
+/// thread holds a reference into the gadget meanwhile: it is on no list
+/// (LOCKLESS keeps none), no handle holds it (its count is zero), and a TRYGET
+/// that finds it in the registry touches only the `Arc`'s count, beside the
+/// gadget, never the gadget itself: `tryget()` makes no `&Gadget` in LOCKLESS
+/// before its increment succeeded, and patch 0002's
+/// `Arc::from_raw_inc_not_zero()` reaches the count through raw projections,
+/// without a reference to the gadget or its `ArcInner`.
+///
+/// Returns the parent reference if this was the last reference (the gadget is
+/// freed), `None` inside `Some` for a root, `None` if the gadget lives on.
 ///
 /// # Safety
 ///
-/// `p` is a `GadgetRef::Counted` pointer whose count the caller owns and hands over.
-unsafe fn put_counted(p: GadgetPtr) -> PutOutcome {
-    // SAFETY: The caller owns a count, and no `&mut Gadget` exists while one is
-    // owned; the borrow is not used after the box is dropped below.
-    let g = unsafe { p.as_ref() };
-    if !g.put_one() {
-        return PutOutcome::Alive;
+/// The caller owns a count of LOCKLESS gadget `g` and hands it over.
+unsafe fn put_lockless(g: GadgetPtr) -> Option<Option<GadgetRef>> {
+    // SAFETY: A LOCKLESS gadget lives in an `Arc` whose pointer `allocation()`
+    // rebuilds; the count the caller hands over is this `Arc`'s.
+    let a = unsafe { Arc::from_raw(g.allocation()) };
+    let mut parent = None;
+    let freed = Arc::drop_with(a, |mut g| {
+        g.as_ref().get_ref().release();
+        parent = g.as_mut().project().parent.take();
+    });
+    freed.then_some(parent)
+}
+
+/// One put in the arena's flavor (`lp_put_one()`, and `lp_gadget_free()` for the
+/// gadget it released). Returns the parent reference if this put released the
+/// gadget (`None` inside `Some` for a root), `None` if the gadget lives on. A
+/// slow put may leave a reference to the parent in `pin`, for the caller to drop.
+///
+/// # Safety
+///
+/// The caller owns a count of `g` and hands it over.
+unsafe fn put_one(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> Option<Option<GadgetRef>> {
+    // SAFETY: We own a count; the borrow ends in this statement.
+    let flavor = unsafe { g.as_ref() }.flavor();
+    // SAFETY: For each: we own a count and hand it over.
+    let last = unsafe {
+        match flavor {
+            uapi::LP_FLAVOR_LOCKED => put_locked(g),
+            uapi::LP_FLAVOR_LOCKLESS => return put_lockless(g),
+            uapi::LP_FLAVOR_WEAK_CMPXCHG => put_weak_cmpxchg(g),
+            uapi::LP_FLAVOR_KREF_MUTEX => put_kref_mutex(g, pin),
+            uapi::LP_FLAVOR_KREF_LOCK => put_kref_lock(g),
+            uapi::LP_FLAVOR_KREF_RWSEM => put_kref_rwsem(g, pin),
+            other => {
+                unknown_flavor(other);
+                false
+            }
+        }
+    };
+    if !last {
+        return None;
     }
-    let parent = g.release();
-    // SAFETY: `p` is `KBox::into_raw`'s pointer for a pinned box (the caller's
-    // `GadgetRef::Counted` invariant). This was the last reference, and
-    // `release()` took the gadget off the registry, the last place another thread
-    // could find it, under the registry lock: no other reference to it exists, so
-    // the box may borrow it mutably to drop it (in place, it was pinned) and free it.
-    drop(unsafe { Pin::new_unchecked(KBox::from_raw(p.as_ptr())) });
-    PutOutcome::Freed(parent)
+    // This was the last reference: the gadget is off every weak list, and no
+    // other thread can take a count of it any more but through the registry.
+    // SAFETY: We released the gadget, so nobody else frees it; the borrow ends
+    // before the box is rebuilt.
+    unsafe { g.as_ref() }.release();
+    // SAFETY: The gadget lives in a pinned `KBox` (not LOCKLESS), whose pointer
+    // `allocation()` rebuilds. `release()` took it out of the registry, the last
+    // place another thread could find it, under the registry lock: no other
+    // reference to it exists, so the box may borrow it mutably to drop it (in
+    // place, it was pinned) and free it.
+    let mut b = unsafe { Pin::new_unchecked(KBox::from_raw(g.allocation())) };
+    Some(b.as_mut().project().parent.take())
+}
+
+/// `lp_gadget_put()`: drops one reference, releasing what reaches zero.
+/// [`AlwaysRefCounted::dec_ref`], and [`put`] for a count of what it released.
+///
+/// Releasing a gadget drops its reference to the parent, which may cascade up
+/// the tree. The cascade is a loop, not a recursion: constant stack for any
+/// depth, and the pin a slow put took on the owner ([`owner_pin`]) is dropped
+/// in the same loop, after that put's unlock. Ordering is that of the flavor's
+/// put.
+///
+/// Returns the number of gadgets this put released.
+///
+/// # Safety
+///
+/// The caller owns a count of `g` and hands it over.
+unsafe fn put_ptr(mut g: GadgetPtr) -> u32 {
+    let mut released = 0;
+    loop {
+        let mut pin = None;
+        // SAFETY: We own a count of `g` (the caller's, then the parent reference
+        // the released child held, or the pin) and hand it over.
+        let next = match unsafe { put_one(g, &mut pin) } {
+            // Not the last: drop the owner's pin if it took one.
+            None => pin,
+            Some(parent) => {
+                released += 1;
+                if let Some(p) = pin {
+                    // `parent` is a reference to the same gadget: not its last.
+                    p.refcnt.dec();
+                    core::mem::forget(p);
+                }
+                parent
+            }
+        };
+        let Some(next) = next else {
+            return released;
+        };
+        g = GadgetPtr(ARef::into_raw(next));
+    }
+}
+
+/// Drops `g`, as its drop would, telling how many gadgets that put released
+/// (PUT's answer).
+pub(crate) fn put(g: GadgetRef) -> u32 {
+    // SAFETY: `into_raw` hands over the count `g` owned.
+    unsafe { put_ptr(GadgetPtr(ARef::into_raw(g))) }
 }

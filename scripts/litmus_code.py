@@ -122,6 +122,7 @@ RUST_METHODS = {
     # Refcount (refcount.h through bindings and patch 0001)
     "inc": ("add", "relaxed"), "inc_not_zero": ("inc_not_zero", "relaxed"),
     "dec_not_one": ("dec_not_one", "release"),
+    "dec": ("sub", "release"),
     "dec_and_test": ("fetch_sub", REL_ACQ),
     # the registry's XArray, under its lock (Gadget::release)
     "remove": ("erase", None),
@@ -132,6 +133,8 @@ RUST_METHODS = {
 # Rust path calls: name -> list of (kind, ordering, arg index of the name).
 RUST_PATHS = {
     "Arc::clone": [("add", "relaxed", 0)],
+    # From<ArcBorrow> for Arc: a clone of the borrowed Arc (refcount_inc()).
+    "Arc::from": [("add", "relaxed", 0)],
     "Arc::drop_with": [("fetch_sub", REL_ACQ, 0)],
     "Arc::from_raw_inc_not_zero": [("inc_not_zero", "relaxed", 0)],
     "core::ptr::read_volatile": [("read", "once", 0)],
