@@ -149,6 +149,8 @@ static void __attribute__((constructor)) read_sizes(void)
 #define LP_TXN_RACE_S		60
 /* Slow tests get this many seconds instead of the harness's 30. */
 #define LP_SLOW_TIMEOUT		300
+/* Rounds of the handle-vs-PUT race, per flavor and module (~0.2 s each). */
+#define LP_HANDLE_RACE_ROUNDS	40
 
 /* ---- thin ioctl wrappers: 0 or -errno ---------------------------------- */
 
@@ -2090,6 +2092,283 @@ TEST_F_TIMEOUT(flavor, lookups_and_trygets_race_final_puts, LP_SLOW_TIMEOUT)
 	TH_LOG("%llu final puts done by a racer, %llu found the child gone",
 	       (unsigned long long)sh.final_by_racer,
 	       (unsigned long long)sh.gone);
+}
+
+/*
+ * The same race where each final put frees the parent too: a creator
+ * makes a root and a child of it, drops the root's handle (the child's
+ * reference is then the root's only one), publishes the child and puts
+ * it, while racers TRYGET the child by id and put what they got. In the
+ * flavors whose put takes its owner's sleeping lock (KREF_MUTEX,
+ * KREF_RWSEM), a TRYGET that lands while the creator's put waits for that
+ * lock makes the put's decrement not the last; the racer's final put may
+ * then free the child and the root, and the root's lock with it, while
+ * the creator's unlock may still be touching the lock: the put must keep
+ * the owner pinned (lp_owner_pin(), owner_pin()). KASAN reports a put that
+ * does not.
+ */
+struct parent_race {
+	int fd;
+	int creators;
+	__u64 published[64];
+	int done;
+	int bad;
+	__u64 found, gone, final_by_racer, final_by_creator;
+};
+
+static void *parent_race_thread(void *arg)
+{
+	struct lp_thread *t = arg;
+	struct parent_race *sh = t->shared;
+	__u32 s = 1 + t->index, root, child, h;
+	__u64 id, found = 0, gone = 0, final = 0;
+	int i, ret;
+
+	if (t->index < sh->creators) {
+		for (i = 0; i < sizes.race_children / 2; i++) {
+			if (lp_new(sh->fd, LP_HANDLE_NONE, &root, NULL)) {
+				__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
+				continue;
+			}
+			if (lp_new(sh->fd, root, &child, &id)) {
+				lp_put(sh->fd, root);
+				__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
+				continue;
+			}
+			/* The root lives on in its child alone. */
+			if (lp_put(sh->fd, root) != 0)
+				__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&sh->published[t->index], id,
+					 __ATOMIC_RELEASE);
+			ret = lp_put(sh->fd, child);
+			if (ret == 2)
+				__atomic_fetch_add(&sh->final_by_creator, 1,
+						   __ATOMIC_RELAXED);
+			else if (ret)
+				__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
+		}
+		__atomic_fetch_add(&sh->done, 1, __ATOMIC_RELEASE);
+		return NULL;
+	}
+	while (__atomic_load_n(&sh->done, __ATOMIC_ACQUIRE) < sh->creators) {
+		id = __atomic_load_n(&sh->published[rnd(&s) % sh->creators],
+				     __ATOMIC_ACQUIRE);
+		if (!id)
+			continue;
+		ret = lp_tryget(sh->fd, id, &h);
+		if (ret == -ENOENT) {
+			gone++;
+			continue;
+		}
+		if (ret) {
+			__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
+			continue;
+		}
+		found++;
+		/* As in race_thread(): let the creator's put come first. */
+		if (rnd(&s) & 1)
+			usleep(200);
+		/* 0, or 2: the child and, with it, its root. */
+		ret = lp_put(sh->fd, h);
+		if (ret == 2)
+			final++;
+		else if (ret)
+			__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
+	}
+	__atomic_fetch_add(&sh->found, found, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&sh->gone, gone, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&sh->final_by_racer, final, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+TEST_F_TIMEOUT(flavor, trygets_race_final_puts_that_free_the_parent,
+	       LP_SLOW_TIMEOUT)
+{
+	struct parent_race sh = { .fd = self->fd };
+	struct lp_arena_stat as;
+	int n = nr_cpus();
+	double t0;
+
+	ASSERT_LE(4, n);
+	if (n > 64)
+		n = 64;
+	sh.creators = n / 2;
+	t0 = now_s();
+	run_threads(n, parent_race_thread, &sh);
+	EXPECT_EQ(0, sh.bad);
+	ASSERT_EQ(0, lp_arena_stat(self->fd, &as));
+	EXPECT_EQ((__u64)sh.creators * (sizes.race_children / 2) * 2,
+		  as.created);
+	EXPECT_EQ(as.created, as.freed);
+	EXPECT_EQ(0, as.live);
+	EXPECT_EQ(0, module_live(self->fd));
+	/* Every pair was freed by exactly one put, the creator's or a racer's. */
+	EXPECT_EQ((__u64)sh.creators * (sizes.race_children / 2),
+		  sh.final_by_creator + sh.final_by_racer);
+	/*
+	 * The race happened: some upgrades won (and some of those puts
+	 * freed the pair), some found the child gone.
+	 */
+	EXPECT_NE(0, sh.found);
+	EXPECT_NE(0, sh.gone);
+	EXPECT_NE(0, sh.final_by_racer);
+	TH_LOG("%llu racing final puts of a child and its root in %.1f s: %llu upgrades won",
+	       (unsigned long long)as.created / 2, now_s() - t0,
+	       (unsigned long long)sh.found);
+	TH_LOG("%llu pairs freed by a racer, %llu found the child gone",
+	       (unsigned long long)sh.final_by_racer,
+	       (unsigned long long)sh.gone);
+}
+
+/*
+ * Every ioctl that acts through a handle (GET, LOOKUP, NEW with it as
+ * parent, STAT, RUN GET_PUT) races the PUT that drops that same handle
+ * from another thread: each answers as if it ran wholly before the PUT (it
+ * succeeds, and what it made is put back) or wholly after (-EBADF), and
+ * nothing leaks or is freed twice. One round: a root with one child, a
+ * dropper that puts the root's handle after a short random pause, and
+ * users that loop over the ops through that handle until it is gone. An
+ * op counts as raced when it began while the PUT was in flight.
+ *
+ * Handle numbers are reused, lowest free first, so a handle an op makes
+ * after the PUT could take the very number being raced on. Each round
+ * therefore fills the lowest slots before making the root, and frees them
+ * before the race: the ops' new handles take those, never the root's.
+ */
+enum { HR_GET, HR_LOOKUP, HR_NEW, HR_STAT, HR_RUN, HR_OPS };
+
+struct handle_race {
+	int fd;
+	__u32 handle;
+	__u64 child_id;
+	bool lookup;
+	int putting;		/* 1: the PUT began; 2: it returned */
+	int bad;
+	__u64 ok[HR_OPS], ebadf[HR_OPS], raced;
+};
+
+/* One op through @sh->handle. Return: 0, -EBADF, or another -errno. */
+static int handle_race_op(struct handle_race *sh, int op)
+{
+	struct lp_stat st;
+	struct lp_run run;
+	int ret, last = 0;
+	__u32 h;
+
+	switch (op) {
+	case HR_GET:
+		ret = lp_get(sh->fd, sh->handle, &h);
+		break;
+	case HR_LOOKUP:
+		if (!sh->lookup)
+			return lp_stat(sh->fd, sh->handle, &st);
+		ret = lp_lookup(sh->fd, sh->handle, sh->child_id, &h);
+		break;
+	case HR_NEW:
+		ret = lp_new(sh->fd, sh->handle, &h, NULL);
+		/* The new child's only reference is its handle. */
+		last = 1;
+		break;
+	case HR_STAT:
+		return lp_stat(sh->fd, sh->handle, &st);
+	default:
+		ret = lp_run(sh->fd, LP_OP_GET_PUT, sh->handle, 16, 0, &run);
+		return ret || run.completed == 16 ? ret : -EPROTO;
+	}
+	/* Put back what the op made; the root and its child live on. */
+	if (!ret && lp_put(sh->fd, h) != last)
+		return -EPROTO;
+	return ret;
+}
+
+static void *handle_race_thread(void *arg)
+{
+	struct lp_thread *t = arg;
+	struct handle_race *sh = t->shared;
+	__u32 s = 1 + t->index;
+	int op, ret, state;
+
+	if (t->index == 0) {
+		usleep(rnd(&s) % 400);
+		__atomic_store_n(&sh->putting, 1, __ATOMIC_SEQ_CST);
+		/* The child keeps the root: the handle's put is not the last. */
+		if (lp_put(sh->fd, sh->handle) != 0)
+			__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&sh->putting, 2, __ATOMIC_SEQ_CST);
+		return NULL;
+	}
+	for (op = t->index % HR_OPS;; op = (op + 1) % HR_OPS) {
+		state = __atomic_load_n(&sh->putting, __ATOMIC_SEQ_CST);
+		ret = handle_race_op(sh, op);
+		if (state == 1)
+			__atomic_fetch_add(&sh->raced, 1, __ATOMIC_RELAXED);
+		if (ret == -EBADF) {
+			__atomic_fetch_add(&sh->ebadf[op], 1, __ATOMIC_RELAXED);
+			/* Gone for good: a PUT that returned ends every use. */
+			return NULL;
+		}
+		if (ret || state == 2) {
+			__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
+			return NULL;
+		}
+		__atomic_fetch_add(&sh->ok[op], 1, __ATOMIC_RELAXED);
+	}
+}
+
+TEST_F_TIMEOUT(flavor, handle_ops_race_the_put_of_their_handle,
+	       LP_SLOW_TIMEOUT)
+{
+	struct handle_race sh = { .fd = self->fd };
+	__u32 child, filler, fill[64];
+	__u64 ok = 0, ebadf = 0;
+	struct lp_arena_stat as;
+	int i, n = nr_cpus(), round;
+
+	ASSERT_LE(2, n);
+	if (n > 64)
+		n = 64;
+	sh.lookup = has_child_list(variant->flavor);
+	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &filler, NULL));
+	/* More rounds, up to ten times as many, while no op met the PUT. */
+	for (round = 0; round < LP_HANDLE_RACE_ROUNDS ||
+	     (!sh.raced && round < 10 * LP_HANDLE_RACE_ROUNDS); round++) {
+		/* At most one new handle per user at a time: n slots. */
+		for (i = 0; i < n; i++)
+			ASSERT_EQ(0, lp_get(self->fd, filler, &fill[i]));
+		ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &sh.handle,
+				    NULL));
+		ASSERT_EQ(0, lp_new(self->fd, sh.handle, &child,
+				    &sh.child_id));
+		for (i = 0; i < n; i++)
+			ASSERT_EQ(0, lp_put(self->fd, fill[i]));
+		ASSERT_LT(fill[n - 1], sh.handle);
+		sh.putting = 0;
+		run_threads(n, handle_race_thread, &sh);
+		ASSERT_EQ(0, sh.bad);
+		/* The handle is gone for every op. */
+		EXPECT_EQ(-EBADF, lp_put(self->fd, sh.handle));
+		/* The child's put frees it and the root it kept. */
+		EXPECT_EQ(2, lp_put(self->fd, child));
+	}
+	EXPECT_EQ(1, lp_put(self->fd, filler));
+	ASSERT_EQ(0, lp_arena_stat(self->fd, &as));
+	EXPECT_EQ(0, as.handles);
+	EXPECT_EQ(0, as.live);
+	EXPECT_EQ(as.created, as.freed);
+	EXPECT_EQ(0, module_live(self->fd));
+	for (i = 0; i < HR_OPS; i++) {
+		ok += sh.ok[i];
+		ebadf += sh.ebadf[i];
+	}
+	/* Ops ran before the PUT, after it, and while it was in flight. */
+	EXPECT_NE(0, ok);
+	EXPECT_NE(0, ebadf);
+	EXPECT_NE(0, sh.raced);
+	TH_LOG("%d rounds: %llu ops before the handle's PUT, %llu after it",
+	       round, (unsigned long long)ok,
+	       (unsigned long long)ebadf);
+	TH_LOG("%llu ops began while the PUT was in flight",
+	       (unsigned long long)sh.raced);
 }
 
 /*
