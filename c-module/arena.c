@@ -52,11 +52,12 @@ struct lp_arena *lp_arena_new(void)
 {
 	struct lp_arena *arena;
 
-	arena = kmem_cache_zalloc(lp_arena_cache, GFP_KERNEL);
+	arena = kmem_cache_zalloc(lp_arena_cache, GFP_KERNEL_ACCOUNT);
 	if (!arena)
 		return NULL;
 	atomic64_inc(&lp_live_arenas);
 	arena->flavor = LP_FLAVOR_LOCKED;
+	arena->max_gadgets = LP_MAX_GADGETS;
 	init_rwsem(&arena->config_rwsem);
 	mutex_init(&arena->lock);
 	lp_kids_init(&arena->roots);
@@ -99,7 +100,7 @@ int lp_handle_reserve(struct lp_arena *arena, u32 *handle)
 	int err;
 
 	err = xa_alloc(&arena->handles, handle, NULL,
-		       XA_LIMIT(1, LP_MAX_HANDLES), GFP_KERNEL);
+		       XA_LIMIT(1, LP_MAX_HANDLES), GFP_KERNEL_ACCOUNT);
 	return err == -EBUSY ? -ENOSPC : err;
 }
 

@@ -51,6 +51,7 @@ static_assert(sizeof(struct lp_identify) ==
 	      LP_F(lp_identify, reserved));
 static_assert(sizeof(struct lp_configure) ==
 	      LP_F(lp_configure, flavor) +
+	      LP_F(lp_configure, max_gadgets) +
 	      LP_F(lp_configure, reserved));
 static_assert(sizeof(struct lp_new) ==
 	      LP_F(lp_new, parent) +
@@ -257,14 +258,17 @@ static long lp_configure(struct lp_arena *arena, void __user *argp)
 	err = lp_copy_in(c, argp);
 	if (err)
 		return err;
-	if (c.flavor >= LP_FLAVOR_COUNT)
+	if (c.flavor >= LP_FLAVOR_COUNT || c.max_gadgets > LP_MAX_GADGETS)
 		return -EINVAL;
 
 	down_write(&arena->config_rwsem);
-	if (arena->configured)
+	if (arena->configured) {
 		err = -EBUSY;
-	else
+	} else {
 		WRITE_ONCE(arena->flavor, c.flavor);
+		WRITE_ONCE(arena->max_gadgets,
+			   c.max_gadgets ? c.max_gadgets : LP_MAX_GADGETS);
+	}
 	up_write(&arena->config_rwsem);
 	return err;
 }
@@ -491,7 +495,7 @@ static long lp_txn_start_ioctl(struct lp_arena *arena, void __user *argp)
 	err = lp_txn_handle_reserve(arena, &a.handle);
 	if (err)
 		return err;
-	h = kmalloc_obj(*h);
+	h = kmalloc_obj(*h, GFP_KERNEL_ACCOUNT);
 	if (!h) {
 		err = -ENOMEM;
 		goto out_release;

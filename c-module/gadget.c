@@ -112,16 +112,28 @@ static void lp_kids_unlock(struct lp_kids *kids, u32 flavor)
  * Splitting creation this way lets NEW copy its answer out before anything
  * can be seen, and publish only what nothing can fail any more.
  *
- * Return: the gadget, or an ERR_PTR() (-ENOMEM).
+ * Counted against the arena's limit first, as jbd2 counts credits: add,
+ * and undo over the limit, so that concurrent NEWs never exceed it. Every
+ * allocation userspace makes is charged to its memory cgroup
+ * (GFP_KERNEL_ACCOUNT).
+ *
+ * Return: the gadget, or an ERR_PTR() (-EDQUOT, -ENOMEM).
  */
 struct lp_gadget *lp_gadget_alloc(struct lp_arena *arena)
 {
 	struct lp_gadget *g;
 	int err;
 
-	g = kmem_cache_zalloc(lp_gadget_cache, GFP_KERNEL);
-	if (!g)
+	if (atomic_inc_return_relaxed(&arena->nr_gadgets) >
+	    READ_ONCE(arena->max_gadgets)) {
+		atomic_dec(&arena->nr_gadgets);
+		return ERR_PTR(-EDQUOT);
+	}
+	g = kmem_cache_zalloc(lp_gadget_cache, GFP_KERNEL_ACCOUNT);
+	if (!g) {
+		atomic_dec(&arena->nr_gadgets);
 		return ERR_PTR(-ENOMEM);
+	}
 
 	switch (READ_ONCE(arena->flavor)) {
 	case LP_FLAVOR_LOCKED:
@@ -146,9 +158,10 @@ struct lp_gadget *lp_gadget_alloc(struct lp_arena *arena)
 	lp_kids_init(&g->kids);
 	atomic_set(&g->nr_children, 0);
 
-	err = xa_reserve(&arena->registry, g->id, GFP_KERNEL);
+	err = xa_reserve(&arena->registry, g->id, GFP_KERNEL_ACCOUNT);
 	if (err) {
 		kmem_cache_free(lp_gadget_cache, g);
+		atomic_dec(&arena->nr_gadgets);
 		return ERR_PTR(err);
 	}
 	atomic64_inc(&lp_live_gadgets);
@@ -162,6 +175,7 @@ struct lp_gadget *lp_gadget_alloc(struct lp_arena *arena)
 void lp_gadget_discard(struct lp_gadget *g)
 {
 	xa_release(&g->arena->registry, g->id);
+	atomic_dec(&g->arena->nr_gadgets);
 	atomic64_dec(&lp_live_gadgets);
 	kmem_cache_free(lp_gadget_cache, g);
 }
@@ -210,7 +224,7 @@ void lp_gadget_publish(struct lp_gadget *g, struct lp_gadget *parent)
  * lp_gadget_alloc() and lp_gadget_publish() in one, for RUN's NEW_PUT,
  * which has nothing to copy out in between.
  *
- * Return: the gadget, or an ERR_PTR() (-ENOMEM).
+ * Return: the gadget, or an ERR_PTR() (-EDQUOT, -ENOMEM).
  */
 struct lp_gadget *lp_gadget_new(struct lp_arena *arena,
 				struct lp_gadget *parent)
@@ -525,6 +539,7 @@ static void lp_gadget_free(struct lp_gadget *g)
 		atomic_dec(&g->parent->nr_children);
 	/* Release: an ARENA_STAT that sees this also sees @g's creation. */
 	atomic64_fetch_inc_release(&arena->freed);
+	atomic_dec(&arena->nr_gadgets);
 	atomic64_dec(&lp_live_gadgets);
 	kmem_cache_free(lp_gadget_cache, g);
 }

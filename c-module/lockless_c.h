@@ -127,6 +127,9 @@ struct lp_txn_handle {
  *	     (XA_ZERO_ENTRY) slot is a handle being created, read as none
  * @handles_lock: keeps a handle's gadget alive while a reference is taken
  * @next_id: last id handed out
+ * @max_gadgets: most live gadgets (CONFIGURE's max_gadgets); fixed with
+ *		 @flavor
+ * @nr_gadgets: live gadgets, counted from lp_gadget_alloc() to the free
  * @nr_handles: published entries in @handles
  * @created: gadgets ever created
  * @freed: gadgets ever freed
@@ -156,6 +159,8 @@ struct lp_arena {
 	struct xarray handles;
 	struct mutex handles_lock;	/* handle -> live gadget */
 	atomic64_t next_id;
+	u32 max_gadgets;
+	atomic_t nr_gadgets;
 	atomic_t nr_handles;
 	atomic64_t created;
 	atomic64_t freed;

@@ -359,7 +359,7 @@ int lp_txn_handle_reserve(struct lp_arena *arena, u32 *handle)
 	int err;
 
 	err = xa_alloc(&arena->txn_handles, handle, NULL,
-		       XA_LIMIT(1, LP_MAX_HANDLES), GFP_KERNEL);
+		       XA_LIMIT(1, LP_MAX_HANDLES), GFP_KERNEL_ACCOUNT);
 	return err == -EBUSY ? -ENOSPC : err;
 }
 

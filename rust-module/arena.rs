@@ -157,7 +157,7 @@ impl<T> Handles<T> {
         let slot = match self.slots.iter().position(|s| matches!(s, Slot::Free)) {
             Some(i) => i,
             None if self.slots.len() < uapi::LP_MAX_HANDLES as usize => {
-                self.slots.push(Slot::Free, GFP_KERNEL)?;
+                self.slots.push(Slot::Free, GFP_KERNEL_ACCOUNT)?;
                 self.slots.len() - 1
             }
             None => return Err(ENOSPC),
@@ -215,7 +215,7 @@ impl Arena {
     /// `lp_open()`'s arena: allocated, initialised, and counted in [`LIVE_ARENAS`]
     /// until its drop.
     pub(crate) fn new_boxed() -> Result<Pin<KBox<Self>>> {
-        let arena = KBox::try_pin_init(Self::new(), GFP_KERNEL)?;
+        let arena = KBox::try_pin_init(Self::new(), GFP_KERNEL_ACCOUNT)?;
         LIVE_ARENAS.fetch_add(1, Relaxed);
         Ok(arena)
     }

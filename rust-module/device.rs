@@ -179,7 +179,7 @@ fn lp_identify(arg: UserPtr) -> Result<isize> {
 
 fn lp_configure(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (c, _) = copy_in::<uapi::lp_configure>(arg)?;
-    if c.flavor >= uapi::LP_FLAVOR_COUNT {
+    if c.flavor >= uapi::LP_FLAVOR_COUNT || c.max_gadgets > uapi::LP_MAX_GADGETS {
         return Err(EINVAL);
     }
     let _config = arena.config.write();
@@ -187,6 +187,12 @@ fn lp_configure(arena: &Arena, arg: UserPtr) -> Result<isize> {
         return Err(EBUSY);
     }
     arena.gadgets.flavor.store(c.flavor, Relaxed);
+    let max = if c.max_gadgets != 0 {
+        c.max_gadgets
+    } else {
+        uapi::LP_MAX_GADGETS
+    };
+    arena.gadgets.max_gadgets.store(max, Relaxed);
     Ok(0)
 }
 

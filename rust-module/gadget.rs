@@ -213,6 +213,10 @@ pub(crate) struct Gadgets {
     registry: XArray<GadgetPtr>,
     /// Last id handed out.
     pub(crate) next_id: Atomic<u64>,
+    /// Most live gadgets (CONFIGURE's `max_gadgets`); fixed with `flavor`.
+    pub(crate) max_gadgets: Atomic<u32>,
+    /// Live gadgets, counted from [`Gadget::alloc`] to the gadget's drop.
+    nr_gadgets: Atomic<u32>,
     /// Gadgets ever created.
     pub(crate) created: Atomic<u64>,
     /// Gadgets ever freed; `Release`, so that whoever reads it with `Acquire`
@@ -229,6 +233,8 @@ impl Gadgets {
             roots <- Kids::new(),
             registry <- XArray::new(AllocKind::Alloc),
             next_id: Atomic::new(0),
+            max_gadgets: Atomic::new(uapi::LP_MAX_GADGETS),
+            nr_gadgets: Atomic::new(0),
             created: Atomic::new(0),
             freed: Atomic::new(0),
         })
@@ -271,7 +277,7 @@ fn list_add_spinlocked(lock: &SpinLock<KVec<GadgetPtr>>, w: GadgetPtr) -> Result
         let want = list.capacity() * 2 + 4;
         drop(list);
 
-        let mut bigger = KVec::with_capacity(want, GFP_KERNEL)?;
+        let mut bigger = KVec::with_capacity(want, GFP_KERNEL_ACCOUNT)?;
         let mut list = lock.lock();
         if list.capacity() < want {
             for x in list.iter() {
@@ -392,7 +398,16 @@ impl Gadget {
     /// (`kernel::xarray` has no `xa_reserve()`) and a push on the list may
     /// allocate, so both happen now and the `published` flag hides them.
     /// Dropping the reference unpublished is `lp_gadget_discard()`.
+    ///
+    /// Counted against the arena's limit first, as jbd2 counts credits: add, and
+    /// undo over the limit (`EDQUOT`), so that concurrent NEWs never exceed it.
+    /// Every allocation userspace makes is charged to its memory cgroup
+    /// (`GFP_KERNEL_ACCOUNT`).
     pub(crate) fn alloc(gadgets: &Gadgets, parent: Option<&Gadget>) -> Result<GadgetRef> {
+        if gadgets.nr_gadgets.fetch_add(1, Relaxed) >= gadgets.max_gadgets.load(Relaxed) {
+            gadgets.nr_gadgets.fetch_sub(1, Relaxed);
+            return Err(EDQUOT);
+        }
         let flavor = gadgets.flavor();
         let id = gadgets.next_id.fetch_add(1, Full) + 1;
         let init = pin_init!(Self {
@@ -406,14 +421,19 @@ impl Gadget {
             published: Atomic::new(false),
         });
 
-        let raw = if flavor == uapi::LP_FLAVOR_LOCKLESS {
-            Arc::into_raw(Arc::pin_init(init, GFP_KERNEL)?).cast_mut()
+        let allocated = if flavor == uapi::LP_FLAVOR_LOCKLESS {
+            Arc::pin_init(init, GFP_KERNEL_ACCOUNT).map(|a| Arc::into_raw(a).cast_mut())
         } else {
-            let boxed = KBox::pin_init(init, GFP_KERNEL)?;
-            // SAFETY: The gadget is never moved out of its allocation: the put that
-            // frees it rebuilds the pinned box and drops it in place.
-            KBox::into_raw(unsafe { Pin::into_inner_unchecked(boxed) })
+            KBox::pin_init(init, GFP_KERNEL_ACCOUNT).map(|boxed| {
+                // SAFETY: The gadget is never moved out of its allocation: the put
+                // that frees it rebuilds the pinned box and drops it in place.
+                KBox::into_raw(unsafe { Pin::into_inner_unchecked(boxed) })
+            })
         };
+        // From here on the gadget exists, and its drop uncounts it.
+        let raw = allocated.inspect_err(|_| {
+            gadgets.nr_gadgets.fetch_sub(1, Relaxed);
+        })?;
         // INVARIANT: The allocation's provenance, for `GadgetPtr::allocation()`.
         raw.expose_provenance();
         // SAFETY: `Arc::into_raw` and `KBox::into_raw` never return null.
@@ -433,7 +453,7 @@ impl Gadget {
         gadgets
             .registry
             .lock()
-            .store(index(g.id)?, ptr, GFP_KERNEL)?;
+            .store(index(g.id)?, ptr, GFP_KERNEL_ACCOUNT)?;
         Ok(g)
     }
 
@@ -460,9 +480,9 @@ impl Gadget {
         let owner = self.owner();
         match flavor {
             uapi::LP_FLAVOR_KREF_LOCK => list_add_spinlocked(&owner.lock, me),
-            uapi::LP_FLAVOR_KREF_RWSEM => Ok(owner.rwsem.write().push(me, GFP_KERNEL)?),
+            uapi::LP_FLAVOR_KREF_RWSEM => Ok(owner.rwsem.write().push(me, GFP_KERNEL_ACCOUNT)?),
             uapi::LP_FLAVOR_WEAK_CMPXCHG | uapi::LP_FLAVOR_KREF_MUTEX => {
-                Ok(owner.mutex.lock().push(me, GFP_KERNEL)?)
+                Ok(owner.mutex.lock().push(me, GFP_KERNEL_ACCOUNT)?)
             }
             other => {
                 unknown_flavor(other);
@@ -683,6 +703,7 @@ impl PinnedDrop for Gadget {
         if self.published.load(Relaxed) {
             self.gadgets().freed.fetch_add(1, Release);
         }
+        self.gadgets().nr_gadgets.fetch_sub(1, Relaxed);
         LIVE_GADGETS.fetch_sub(1, Relaxed);
     }
 }

@@ -60,7 +60,11 @@ no_padding!(
         txn_flavors,
         reserved
     },
-    lp_configure { flavor, reserved },
+    lp_configure {
+        flavor,
+        max_gadgets,
+        reserved
+    },
     lp_new {
         parent,
         handle,

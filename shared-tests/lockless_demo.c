@@ -297,9 +297,9 @@ static void lp_id_name(struct lp_transcript *t, __u64 id, bool fresh,
 /* ---- one recorded step per ioctl --------------------------------------- */
 
 static void lp_configure(struct lp_transcript *t, const char *what,
-			 __u32 flavor)
+			 __u32 flavor, __u32 max_gadgets)
 {
-	struct lp_configure c = { .flavor = flavor };
+	struct lp_configure c = { .flavor = flavor, .max_gadgets = max_gadgets };
 
 	lp_rec(t, what, lp_call(t, LP_IOC_CONFIGURE, &c));
 }
@@ -522,10 +522,11 @@ static void lp_script_flavor(struct lp_transcript *t, unsigned int flavor)
 	if (!lp_open(t))
 		return;
 	lp_rec(t, "NEW, reserved field set", lp_call(t, LP_IOC_NEW, &reserved));
-	lp_configure(t, "CONFIGURE, unknown flavor", LP_FLAVOR_COUNT);
-	lp_configure(t, "CONFIGURE", flavor);
+	lp_configure(t, "CONFIGURE, unknown flavor", LP_FLAVOR_COUNT, 0);
+	lp_configure(t, "CONFIGURE, max_gadgets 2", flavor, 2);
 	root = lp_new(t, "NEW root", LP_HANDLE_NONE, NULL);
 	child = lp_new(t, "NEW child", root, &child_id);
+	lp_new(t, "NEW beyond max_gadgets", root, NULL);
 	got = lp_get(t, "GET child", child);
 	lp_stat(t, "STAT root", root);
 	lp_stat(t, "STAT child", child);
@@ -541,7 +542,7 @@ static void lp_script_flavor(struct lp_transcript *t, unsigned int flavor)
 	lp_tryget(t, "TRYGET child, gone", child_id);
 	lp_lookup(t, "LOOKUP child, gone", root, child_id);
 	lp_put(t, "PUT child again", child);
-	lp_configure(t, "CONFIGURE after NEW", flavor);
+	lp_configure(t, "CONFIGURE after NEW", flavor, 0);
 	lp_arena_stat(t, "ARENA_STAT");
 	lp_run(t, "RUN GET_PUT on root", LP_OP_GET_PUT, root,
 	       LP_DEMO_GET_PUT, 0);
@@ -605,7 +606,7 @@ static void lp_script_loop(struct lp_transcript *t, unsigned int op)
 		if (!lp_open(t))
 			return;
 		snprintf(t->prefix, sizeof(t->prefix), "%s, ", flavor_names[f]);
-		lp_configure(t, "CONFIGURE", f);
+		lp_configure(t, "CONFIGURE", f, 0);
 		root = lp_new(t, "NEW root", LP_HANDLE_NONE, NULL);
 		child = lp_new(t, "NEW child", root, &child_id);
 		on = op == LP_OP_GET_PUT ? child : root;

@@ -556,6 +556,11 @@ static void fz_generate(struct fz_gen *g, struct fz_step *st)
 	if (r < 60) {
 		st->ioc = 1;			/* CONFIGURE */
 		((struct lp_configure *)a)->flavor = fz_below(&g->rng, LP_FLAVOR_COUNT + 2);
+		/* Small limits make NEW meet -EDQUOT; one above the range. */
+		if (fz_pct(&g->rng, 30))
+			((struct lp_configure *)a)->max_gadgets =
+				fz_pct(&g->rng, 10) ? LP_MAX_GADGETS + 1 :
+						      1 + fz_below(&g->rng, 8);
 		fz_reserved(g, ((struct lp_configure *)a)->reserved,
 			    sizeof(((struct lp_configure *)a)->reserved));
 	} else if (r < 250) {

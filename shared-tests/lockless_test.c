@@ -1124,7 +1124,10 @@ TEST_F(dev, bad_input_gets_the_documented_errno)
 
 	/* -EINVAL: a non-zero reserved field, for every ioctl. */
 	memset(&c, 0, sizeof(c));
-	c.reserved[2] = 1;
+	c.reserved[1] = 1;
+	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_CONFIGURE, &c));
+	memset(&c, 0, sizeof(c));
+	c.max_gadgets = LP_MAX_GADGETS + 1;
 	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_CONFIGURE, &c));
 	memset(&n, 0, sizeof(n));
 	n.reserved[1] = 1;
@@ -1833,6 +1836,48 @@ TEST_F(flavor, tryget_succeeds_on_live_and_enoent_once_released)
 	EXPECT_EQ(0, lp_put(self->fd, h));
 	EXPECT_EQ(1, lp_put(self->fd, root));
 	EXPECT_EQ(-ENOENT, lp_tryget(self->fd, rid, &h));
+}
+
+/*
+ * An arena holds at most max_gadgets live gadgets (CONFIGURE; default
+ * LP_MAX_GADGETS): NEW, with or without a parent, and RUN NEW_PUT answer
+ * -EDQUOT at the limit and change nothing, and a freed gadget makes room.
+ */
+TEST_F(flavor, gadget_limit_is_edquot_and_exact)
+{
+	struct lp_configure c = { .flavor = variant->flavor, .max_gadgets = 4 };
+	struct lp_arena_stat as;
+	__u32 h[4], extra;
+	struct lp_run run;
+	int i;
+
+	ASSERT_EQ(0, lp_call(self->fd, LP_IOC_CONFIGURE, &c));
+	for (i = 0; i < 3; i++)
+		ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &h[i], NULL));
+	/* A child counts like a root. */
+	ASSERT_EQ(0, lp_new(self->fd, h[0], &h[3], NULL));
+	EXPECT_EQ(-EDQUOT, lp_new(self->fd, LP_HANDLE_NONE, &extra, NULL));
+	EXPECT_EQ(-EDQUOT, lp_new(self->fd, h[1], &extra, NULL));
+	EXPECT_EQ(-EDQUOT, lp_run(self->fd, LP_OP_NEW_PUT, h[2], 1, 0, &run));
+	ASSERT_EQ(0, lp_arena_stat(self->fd, &as));
+	EXPECT_EQ(4, as.created);
+	EXPECT_EQ(4, as.live);
+	EXPECT_EQ(4, as.handles);
+	/* The limit is fixed with the flavor by the first NEW. */
+	c.max_gadgets = 0;
+	EXPECT_EQ(-EBUSY, lp_call(self->fd, LP_IOC_CONFIGURE, &c));
+	/* A freed gadget makes room for exactly one. */
+	EXPECT_EQ(1, lp_put(self->fd, h[3]));
+	ASSERT_EQ(0, lp_run(self->fd, LP_OP_NEW_PUT, h[2], 100, 0, &run));
+	EXPECT_EQ(100, run.completed);
+	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &h[3], NULL));
+	EXPECT_EQ(-EDQUOT, lp_new(self->fd, LP_HANDLE_NONE, &extra, NULL));
+	for (i = 0; i < 4; i++)
+		EXPECT_EQ(1, lp_put(self->fd, h[i]));
+	ASSERT_EQ(0, lp_arena_stat(self->fd, &as));
+	EXPECT_EQ(0, as.live);
+	EXPECT_EQ(as.created, as.freed);
+	EXPECT_EQ(0, module_live(self->fd));
 }
 
 TEST_F_TIMEOUT(flavor, deep_chain_released_by_one_put, LP_SLOW_TIMEOUT)

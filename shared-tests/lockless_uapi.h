@@ -43,6 +43,8 @@
  *   -E2BIG       RUN iterations above LP_RUN_MAX_ITERATIONS
  *   -ENOSPC      the arena already holds LP_MAX_HANDLES handles; EXTEND
  *                beyond the transaction's credit limit
+ *   -EDQUOT      NEW (or RUN NEW_PUT) in an arena that already holds its
+ *                limit of live gadgets (LP_IOC_CONFIGURE's max_gadgets)
  *   -EAGAIN      START or EXTEND while the transaction is locked for commit
  *   -ETIMEDOUT   COMMIT's drain did not end within its timeout
  *   -ENOMEM      allocation failure
@@ -58,6 +60,8 @@
  * RUN ids not capped. Added since, compatibly: the transaction
  * (TXN_*) ioctls and RUN ops, IDENTIFY's txn_flavors, the EMPTY RUN op,
  * the RACY_INC control (off unless a module parameter asks for it).
+ * Version 3: an arena's live gadgets are limited (-EDQUOT from NEW and
+ * RUN NEW_PUT), by LP_MAX_GADGETS or CONFIGURE's max_gadgets.
  */
 #ifndef _UAPI_LOCKLESS_PARITY_H
 #define _UAPI_LOCKLESS_PARITY_H
@@ -65,7 +69,7 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 
-#define LP_ABI_VERSION		2
+#define LP_ABI_VERSION		3
 /* Unlisted in 7.3's Documentation/userspace-api/ioctl/ioctl-number.rst. */
 #define LP_IOC_MAGIC		0xb9
 #define LP_NAME_LEN		32
@@ -77,6 +81,12 @@
 #define LP_HANDLE_NONE		0
 /* Most handles one arena holds at a time (-ENOSPC beyond). */
 #define LP_MAX_HANDLES		4096
+/*
+ * Most live gadgets one arena holds, the default of CONFIGURE's
+ * max_gadgets (-EDQUOT beyond). Gadgets are charged to the memory cgroup
+ * of the task that makes them, too.
+ */
+#define LP_MAX_GADGETS		1048576U	/* 2^20 */
 /* Most iterations of one LP_IOC_RUN (-E2BIG beyond). */
 #define LP_RUN_MAX_ITERATIONS	10000000ULL
 /*
@@ -259,15 +269,20 @@ struct lp_identify {
 /**
  * struct lp_configure - pick the arena's flavor (LP_IOC_CONFIGURE)
  * @flavor: in: an enum lp_flavor value
+ * @max_gadgets: in: most live gadgets the arena may hold (NEW and RUN
+ *		 NEW_PUT answer -EDQUOT beyond), 1 to LP_MAX_GADGETS;
+ *		 0 for LP_MAX_GADGETS
  * @reserved: must be zero
  *
  * May be repeated until the arena's first LP_IOC_NEW.
- * Errors: -EFAULT, -EINVAL (reserved, unknown flavor), -EOPNOTSUPP (flavor
- * not implemented by this module), -EBUSY (a gadget was already created).
+ * Errors: -EFAULT, -EINVAL (reserved, unknown flavor, max_gadgets above
+ * LP_MAX_GADGETS), -EOPNOTSUPP (flavor not implemented by this module),
+ * -EBUSY (a gadget was already created).
  */
 struct lp_configure {
 	__u32 flavor;
-	__u32 reserved[3];
+	__u32 max_gadgets;
+	__u32 reserved[2];
 };
 
 /**
@@ -281,7 +296,8 @@ struct lp_configure {
  * with a child list, sits on the parent's list as a weak reference. The
  * first NEW that succeeds fixes the arena's flavor. A NEW that fails
  * creates nothing, but may have used up an id (ids are never reused).
- * Errors: -EFAULT, -EINVAL, -EBADF (parent), -ENOSPC, -ENOMEM.
+ * Errors: -EFAULT, -EINVAL, -EBADF (parent), -EDQUOT, -ENOSPC, -ENOMEM,
+ * in that order when several apply.
  */
 struct lp_new {
 	__u32 parent;
@@ -456,7 +472,7 @@ struct lp_rmw {
  * (the task is dying; it never sees the result).
  * Errors: -EFAULT, -EINVAL (reserved, unknown op, RMW operand above
  * LP_RMW_VALUE_MAX, TXN_EXTEND value 0 or above LP_TXN_CREDITS_MAX),
- * -EBADF, -EOPNOTSUPP, -E2BIG, -ENOMEM.
+ * -EBADF, -EOPNOTSUPP, -E2BIG, -ENOMEM, and NEW_PUT's -EDQUOT.
  */
 struct lp_run {
 	__u32 op;
