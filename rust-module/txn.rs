@@ -19,8 +19,6 @@
 //! `kernel::sync::CondVar`: the waker takes no lock, so the committer must queue
 //! itself before it reads `t_updates`, which `CondVar` cannot do.
 
-use pin_init::stack_pin_init;
-
 use kernel::{
     new_mutex, new_spinlock,
     prelude::*,
@@ -35,7 +33,7 @@ use kernel::{
 use crate::{
     rwlock::{new_rwlock, RwLock, RwLockWriteGuard},
     uapi,
-    waitqueue::{new_wait_queue_head, schedule_timeout, Wait, WaitQueueHead},
+    waitqueue::{new_wait_queue_head, schedule_timeout, WaitQueueHead},
 };
 
 /// What `j_state_lock` protects: the fields jbd2 writes only under
@@ -162,6 +160,8 @@ impl Txn {
     /// it queued and wakes it. The lock alone carries this (litmus
     /// `shared-tests/litmus/jbd2-drain-wakeup.litmus`, which still answers
     /// `Never` with a relaxed decrement and no `set_current_state()` barrier).
+    ///
+    /// [`Wait::prepare_to_wait`]: crate::waitqueue::Wait::prepare_to_wait
     pub(crate) fn stop(&self, h: TxnHandle) -> u32 {
         // `h.credits` <= the credit limit <= LP_TXN_CREDITS_MAX: fits an `i32`.
         // C's `atomic_sub()`: Rust 7.3 has no `sub()`, the unused fetch is the same.
@@ -226,8 +226,9 @@ impl Txn {
     ///
     /// Each round queues the task on `j_wait_updates` *before* reading
     /// `t_updates`; see [`Txn::stop`] for why that makes a lock-free waker
-    /// safe. The entry is unlinked (`finish_wait()`) when `wait` goes out of
-    /// scope, on every path: after the lock was retaken when it slept.
+    /// safe. A round is one [`WaitQueueHead::with_wait`]: its entry is unlinked
+    /// (`finish_wait()`) when the round ends, on every path: after the lock was
+    /// retaken when it slept.
     fn wait_updates(
         &self,
         state: &mut RwLockWriteGuard<'_, TxnState>,
@@ -236,23 +237,26 @@ impl Txn {
     ) -> Result {
         let mut left = msecs_to_jiffies(timeout_ms);
         loop {
-            stack_pin_init!(let wait = Wait::new(&self.j_wait_updates));
-            let handle_lock = is_locked(state).then(|| self.t_handle_lock.lock());
-            // Queue first, then check: a STOP after this sees us on the queue.
-            wait.as_ref().prepare_to_wait();
-            if self.t_updates.load(Relaxed) == 0 {
+            // `Some` ends the drain with that result, `None` goes round again.
+            let end = self.j_wait_updates.with_wait(|wait| {
+                let handle_lock = is_locked(state).then(|| self.t_handle_lock.lock());
+                // Queue first, then check: a STOP after this sees us on the queue.
+                wait.prepare_to_wait();
+                if self.t_updates.load(Relaxed) == 0 {
+                    drop(handle_lock);
+                    return Some(Ok(()));
+                }
                 drop(handle_lock);
-                return Ok(());
-            }
-            drop(handle_lock);
-            if left == 0 {
-                return Err(ETIMEDOUT);
-            }
-            left = state.do_unlocked(|| schedule_timeout(left));
-            *slept = slept.wrapping_add(1);
-            if left == 0 {
+                if left == 0 {
+                    return Some(Err(ETIMEDOUT));
+                }
+                left = state.do_unlocked(|| schedule_timeout(left));
+                *slept = slept.wrapping_add(1);
                 // Ran out: an error even if t_updates is 0 by now.
-                return Err(ETIMEDOUT);
+                (left == 0).then_some(Err(ETIMEDOUT))
+            });
+            if let Some(ret) = end {
+                return ret;
             }
         }
     }
