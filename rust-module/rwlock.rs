@@ -107,6 +107,7 @@ impl<T> RwLock<T> {
 ///
 /// The current task holds `lock.lock` shared; it is released on drop, by this
 /// task (the guard is not `Send`: lockdep wants the owner to release).
+#[must_use = "the lock unlocks immediately when the guard is unused"]
 pub(crate) struct RwLockReadGuard<'a, T> {
     lock: &'a RwLock<T>,
     _not_send: NotThreadSafe,
@@ -133,6 +134,7 @@ impl<T> Drop for RwLockReadGuard<'_, T> {
 /// # Invariants
 ///
 /// The current task holds `lock.lock` exclusively; it is released on drop.
+#[must_use = "the lock unlocks immediately when the guard is unused"]
 pub(crate) struct RwLockWriteGuard<'a, T> {
     lock: &'a RwLock<T>,
     _not_send: NotThreadSafe,

@@ -99,6 +99,7 @@ impl<T> RwSem<T> {
 ///
 /// The current task holds `lock.sem` shared; it is released on drop, by this task
 /// (the guard is not `Send`: lockdep wants the owner to release).
+#[must_use = "the semaphore is released immediately when the guard is unused"]
 pub(crate) struct RwSemReadGuard<'a, T> {
     lock: &'a RwSem<T>,
     _not_send: NotThreadSafe,
@@ -125,6 +126,7 @@ impl<T> Drop for RwSemReadGuard<'_, T> {
 /// # Invariants
 ///
 /// The current task holds `lock.sem` exclusively; it is released on drop.
+#[must_use = "the semaphore is released immediately when the guard is unused"]
 pub(crate) struct RwSemWriteGuard<'a, T> {
     lock: &'a RwSem<T>,
     _not_send: NotThreadSafe,

@@ -19,8 +19,6 @@
 //! `kernel::sync::CondVar`: the waker takes no lock, so the committer must queue
 //! itself before it reads `t_updates`, which `CondVar` cannot do.
 
-use pin_init::stack_pin_init;
-
 use kernel::{
     new_mutex, new_spinlock,
     prelude::*,
@@ -35,7 +33,7 @@ use kernel::{
 use crate::{
     rwlock::{new_rwlock, RwLock, RwLockWriteGuard},
     uapi,
-    waitqueue::{new_wait_queue_head, schedule_timeout, Wait, WaitQueueHead},
+    waitqueue::{new_wait_queue_head, schedule_timeout, WaitQueueHead},
 };
 
 /// What `j_state_lock` protects: the fields jbd2 writes only under
@@ -45,8 +43,11 @@ pub(crate) struct TxnState {
     flavor: u32,
     /// `enum lp_txn_state`: running, or locked for commit.
     t_state: u32,
-    /// The running transaction's id.
-    t_tid: u64,
+    /// The running transaction's id. Written only under the exclusive lock, and
+    /// yet an atomic: START's late-start check reads it again (C's `READ_ONCE()`)
+    /// to catch a START that COMMIT does not exclude, and if that ever happened, a
+    /// plain field would be written while read, a data race (UB in Rust).
+    t_tid: Atomic<u64>,
     /// The credit limit (`u32` in the UAPI, at most `LP_TXN_CREDITS_MAX`; an `int`
     /// in jbd2, compared with `t_outstanding_credits`).
     j_max_transaction_buffers: i32,
@@ -101,7 +102,7 @@ impl Txn {
                 TxnState {
                     flavor: uapi::LP_TXN_LOCKED,
                     t_state: uapi::LP_TXN_RUNNING,
-                    t_tid: 0,
+                    t_tid: Atomic::new(0),
                     j_max_transaction_buffers: uapi::LP_TXN_CREDITS_DEFAULT as i32,
                     committed: 0,
                 },
@@ -133,14 +134,11 @@ impl Txn {
         if state.t_state != uapi::LP_TXN_RUNNING {
             return Err(EAGAIN);
         }
-        let tid = state.t_tid;
+        let tid = state.t_tid.load(Relaxed);
         self.t_updates.add(1, Relaxed);
-        // SAFETY: The pointer comes from a live shared reference to an initialised
-        // `u64`. The volatile read is C's `READ_ONCE()`: the compiler may not reuse
-        // the `tid` read above, and nobody writes the field while we hold the read
-        // lock, so it races with nothing.
-        let now = unsafe { core::ptr::read_volatile(&state.t_tid) };
-        if now != tid {
+        // C's `READ_ONCE()`: `load()` is `atomic64_read()`, a volatile load, so this
+        // reads the field again rather than reusing `tid`.
+        if state.t_tid.load(Relaxed) != tid {
             self.late_starts.add(1, Relaxed);
         }
         drop(state);
@@ -162,6 +160,8 @@ impl Txn {
     /// it queued and wakes it. The lock alone carries this (litmus
     /// `shared-tests/litmus/jbd2-drain-wakeup.litmus`, which still answers
     /// `Never` with a relaxed decrement and no `set_current_state()` barrier).
+    ///
+    /// [`Wait::prepare_to_wait`]: crate::waitqueue::Wait::prepare_to_wait
     pub(crate) fn stop(&self, h: TxnHandle) -> u32 {
         // `h.credits` <= the credit limit <= LP_TXN_CREDITS_MAX: fits an `i32`.
         // C's `atomic_sub()`: Rust 7.3 has no `sub()`, the unused fetch is the same.
@@ -226,8 +226,9 @@ impl Txn {
     ///
     /// Each round queues the task on `j_wait_updates` *before* reading
     /// `t_updates`; see [`Txn::stop`] for why that makes a lock-free waker
-    /// safe. The entry is unlinked (`finish_wait()`) when `wait` goes out of
-    /// scope, on every path: after the lock was retaken when it slept.
+    /// safe. A round is one [`WaitQueueHead::with_wait`]: its entry is unlinked
+    /// (`finish_wait()`) when the round ends, on every path: after the lock was
+    /// retaken when it slept.
     fn wait_updates(
         &self,
         state: &mut RwLockWriteGuard<'_, TxnState>,
@@ -236,23 +237,26 @@ impl Txn {
     ) -> Result {
         let mut left = msecs_to_jiffies(timeout_ms);
         loop {
-            stack_pin_init!(let wait = Wait::new(&self.j_wait_updates));
-            let handle_lock = is_locked(state).then(|| self.t_handle_lock.lock());
-            // Queue first, then check: a STOP after this sees us on the queue.
-            wait.as_ref().prepare_to_wait();
-            if self.t_updates.load(Relaxed) == 0 {
+            // `Some` ends the drain with that result, `None` goes round again.
+            let end = self.j_wait_updates.with_wait(|wait| {
+                let handle_lock = is_locked(state).then(|| self.t_handle_lock.lock());
+                // Queue first, then check: a STOP after this sees us on the queue.
+                wait.prepare_to_wait();
+                if self.t_updates.load(Relaxed) == 0 {
+                    drop(handle_lock);
+                    return Some(Ok(()));
+                }
                 drop(handle_lock);
-                return Ok(());
-            }
-            drop(handle_lock);
-            if left == 0 {
-                return Err(ETIMEDOUT);
-            }
-            left = state.do_unlocked(|| schedule_timeout(left));
-            *slept = slept.wrapping_add(1);
-            if left == 0 {
+                if left == 0 {
+                    return Some(Err(ETIMEDOUT));
+                }
+                left = state.do_unlocked(|| schedule_timeout(left));
+                *slept = slept.wrapping_add(1);
                 // Ran out: an error even if t_updates is 0 by now.
-                return Err(ETIMEDOUT);
+                (left == 0).then_some(Err(ETIMEDOUT))
+            });
+            if let Some(ret) = end {
+                return ret;
             }
         }
     }
@@ -266,7 +270,8 @@ impl Txn {
         let _commit = self.j_commit_mutex.lock();
         let mut state = self.j_state_lock.write();
         state.t_state = uapi::LP_TXN_LOCKED_FOR_COMMIT;
-        out.tid = state.t_tid;
+        // Plain, as C's: nobody writes it while the lock is held exclusively.
+        out.tid = *state.t_tid.get_mut();
         // Both counts are non-negative while the lock is held exclusively.
         out.updates = self.t_updates.load(Relaxed) as u32;
         out.credits = self.t_outstanding_credits.load(Relaxed) as u32;
@@ -283,7 +288,9 @@ impl Txn {
         smp_mb(Read);
         // Every handle gave its credits back (C's `WARN_ON_ONCE()`).
         warn_on_once(self.t_outstanding_credits.load(Relaxed) != 0);
-        state.t_tid = state.t_tid.wrapping_add(1);
+        // C's `WRITE_ONCE()`: START's late-start check may read it (atomically).
+        let next = state.t_tid.get_mut().wrapping_add(1);
+        state.t_tid.store(next, Relaxed);
         state.t_state = uapi::LP_TXN_RUNNING;
         state.committed += 1;
         Ok(())
@@ -313,10 +320,10 @@ impl Txn {
     /// counts), everything read under the exclusive `j_state_lock`, so that
     /// `credits` includes no half-done EXTEND.
     pub(crate) fn stat(&self, out: &mut uapi::lp_txn_stat) {
-        let state = self.j_state_lock.write();
+        let mut state = self.j_state_lock.write();
         out.flavor = state.flavor;
         out.state = state.t_state;
-        out.tid = state.t_tid;
+        out.tid = *state.t_tid.get_mut();
         // As C's `atomic_read()` into a `__u32`.
         out.updates = self.t_updates.load(Relaxed) as u32;
         out.credits = self.t_outstanding_credits.load(Relaxed) as u32;

@@ -14,6 +14,13 @@
 //! `CondVar` sleeps only under `kernel::sync::Lock` guards (not an `rwlock_t`)
 //! and has no uninterruptible wait with a timeout.
 //!
+//! The entry (`DEFINE_WAIT()`) is owned by [`WaitQueueHead::with_wait`]: it lives
+//! in that function's stack frame, the caller's closure only borrows it, and
+//! `finish_wait()` runs before the frame goes. A `Wait` that safe code could own
+//! could be leaked (`mem::forget` of a pinned box) while queued, leaving a pointer
+//! to a task that may be gone on the queue for the next `wake_up()`; like
+//! `CondVar`'s private entry, this one cannot be.
+//!
 //! No C file of the module mirrors this one: `c-module/` uses `<linux/wait.h>`
 //! directly.
 
@@ -27,6 +34,7 @@ use kernel::{
     time::Jiffies,
     types::{NotThreadSafe, Opaque},
 };
+use pin_init::stack_pin_init;
 
 /// Creates a [`WaitQueueHead`] initialiser with a lockdep class of its own, as
 /// `init_waitqueue_head()` does for each call site in C.
@@ -73,6 +81,36 @@ impl WaitQueueHead {
         })
     }
 
+    /// Runs `f` with a wait-queue entry for the current task on this queue, and
+    /// returns what `f` returns: `DEFINE_WAIT()`, then `f`, then `finish_wait()`.
+    ///
+    /// `f` queues the entry with [`Wait::prepare_to_wait`], then tests its
+    /// condition, then sleeps with [`schedule_timeout`] if the condition is not met,
+    /// as a C loop around `prepare_to_wait()` does; one call is one round of such a
+    /// loop. The entry lives in this function's stack frame and `f` only borrows
+    /// it, so it cannot outlive the call: whatever `f` did, `finish_wait()` sets the
+    /// task running and unlinks the entry before this returns.
+    ///
+    /// ```ignore
+    /// let done = head.with_wait(|wait| {
+    ///     wait.prepare_to_wait();
+    ///     if condition() {
+    ///         return true;
+    ///     }
+    ///     schedule_timeout(left);
+    ///     false
+    /// });
+    /// ```
+    pub(crate) fn with_wait<R>(&self, f: impl FnOnce(Pin<&Wait<'_>>) -> R) -> R {
+        stack_pin_init!(let wait = Wait::new(self));
+        // From here on only shared references to the entry: a waker on another CPU
+        // may write to it while it is queued.
+        let wait = wait.into_ref();
+        let ret = f(wait);
+        wait.finish_wait();
+        ret
+    }
+
     /// `wake_up()`: wakes the waiters queued now (and at most one exclusive one,
     /// of which there are none here), as `__wake_up(head, TASK_NORMAL, 1, NULL)`.
     ///
@@ -88,28 +126,19 @@ impl WaitQueueHead {
 }
 
 /// `DEFINE_WAIT()`: a wait-queue entry for the current task, which it is queued
-/// on `head` with ([`Wait::prepare_to_wait`]) and unlinked from it (`finish_wait()`)
-/// when dropped, on every path out of the scope that holds it.
-///
-/// Create it pinned on the stack:
-///
-/// ```ignore
-/// stack_pin_init!(let wait = Wait::new(&head));
-/// wait.as_ref().prepare_to_wait();
-/// if !condition() {
-///     schedule_timeout(left);
-/// }
-/// // `finish_wait()` runs when `wait` goes out of scope.
-/// ```
+/// on `head` with ([`Wait::prepare_to_wait`]). Only [`WaitQueueHead::with_wait`]
+/// makes one, and lends it to its closure.
 ///
 /// # Invariants
 ///
 /// `entry` was initialised by `init_wait()` in the task that created it (its
 /// `private` is that task, its wake function `autoremove_wake_function()`), and
-/// is either off every list or on `head`'s list only. A `Wait` is `!Unpin` and
-/// only made in place by a `PinInit`, so it never moves and its drop runs before
-/// its memory is reused: the drop's `finish_wait()` unlinks the entry before that.
-#[pin_data(PinnedDrop)]
+/// is either off every list or on `head`'s list only. A `Wait` exists only in the
+/// stack frame of [`WaitQueueHead::with_wait`], pinned, in the task that made it
+/// (it is neither `Send` nor `Sync`), and that function calls `finish_wait()` on
+/// it before it returns: the entry is unlinked before its memory is reused, and
+/// before the task can exit.
+#[pin_data]
 pub(crate) struct Wait<'a> {
     #[pin]
     entry: Opaque<bindings::wait_queue_entry>,
@@ -120,7 +149,9 @@ pub(crate) struct Wait<'a> {
 
 impl<'a> Wait<'a> {
     /// Returns an initialiser for an entry of the current task, on no list yet.
-    pub(crate) fn new(head: &'a WaitQueueHead) -> impl PinInit<Self> {
+    ///
+    /// Private: [`WaitQueueHead::with_wait`] is the only place a `Wait` is made.
+    fn new(head: &'a WaitQueueHead) -> impl PinInit<Self> {
         pin_init!(Self {
             // SAFETY: `slot` is valid for writes while the closure runs;
             // `init_wait()` initialises every field the wait code reads
@@ -141,34 +172,30 @@ impl<'a> Wait<'a> {
     pub(crate) fn prepare_to_wait(self: Pin<&Self>) {
         // SAFETY: `head` is initialised (its type invariant) and outlives `self`
         // (`'a`). `entry` is initialised and belongs to the current task (type
-        // invariant, and `Wait` is not `Send`). The entry is pinned (`self` is
-        // `Pin`, and `Wait` is `!Unpin`), so the address linked into `head`'s list
-        // stays valid until the drop unlinks it. Both pointers come from `Opaque`
-        // (an `UnsafeCell`), so other CPUs writing through them (a waker's
-        // `list_del_init_careful()` of the entry) is allowed under our `&`.
+        // invariant: `Wait` is neither `Send` nor `Sync`, so only the task that
+        // made it can reach it). The entry is pinned in the frame of
+        // `WaitQueueHead::with_wait`, which unlinks it with `finish_wait()` before
+        // that frame goes (type invariant), so the address linked into `head`'s
+        // list stays valid while it is there. Both pointers come from `Opaque` (an
+        // `UnsafeCell`) behind shared references, so other CPUs writing through
+        // them (a waker's `list_del_init_careful()` of the entry) is allowed.
         unsafe {
             bindings::prepare_to_wait(self.head.head.get(), self.entry.get(), TASK_UNINTERRUPTIBLE)
         };
     }
-}
 
-#[pinned_drop]
-impl PinnedDrop for Wait<'_> {
     /// `finish_wait()`: sets the task running and unlinks the entry if a waker has
     /// not done so already. After it returns no waker touches the entry any more
     /// (`finish_wait()` takes the queue lock unless `list_empty_careful()` saw the
     /// waker's `list_del_init_careful()`, a release store, complete), so the
-    /// memory may go.
-    fn drop(self: Pin<&mut Self>) {
+    /// memory may go. Only [`WaitQueueHead::with_wait`] calls it, last.
+    fn finish_wait(self: Pin<&Self>) {
         // SAFETY: `head` is initialised and alive (`'a`); `entry` was initialised by
-        // `init_wait()`, so it is on `head`'s list or off every list with an
-        // empty `entry` (type invariant), the two cases `finish_wait()` handles;
-        // calling it on an entry never queued, or twice, is allowed. A waker may
-        // still be writing to the entry as we start, although we hold a `&mut`
-        // here: `Opaque` is `UnsafeCell` plus `PhantomPinned`, and Rust makes no
-        // uniqueness assumption about a `&mut` to a `!Unpin` value (the rule every
-        // C-shared object of the kernel crate relies on), and we only use raw
-        // pointers derived from it.
+        // `init_wait()` in this task, so it is on `head`'s list or off every list
+        // with an empty `entry` (type invariant), the two cases `finish_wait()`
+        // handles; calling it on an entry never queued is allowed. A waker may be
+        // writing to the entry as we start: we hold only a shared reference, and
+        // the pointer comes from `Opaque` (an `UnsafeCell`), so that is allowed.
         unsafe { bindings::finish_wait(self.head.head.get(), self.entry.get()) };
     }
 }
