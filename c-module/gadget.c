@@ -393,7 +393,8 @@ static void lp_release_rwsem(struct kref *kref)
  * needs none: its list is the arena's, which outlives every put.
  * The article's cmpxchg loop (lp_put_weak_cmpxchg()) needs none either: it
  * unlocks before it decrements. spin_unlock() (KREF_LOCK) is one release
- * store and touches the lock no more after it.
+ * store and touches the lock no more after it, but for PREEMPT_RT, where a
+ * spinlock is an rt_mutex.
  *
  * Return: the parent, with a new reference for the caller, or NULL.
  */
@@ -430,13 +431,22 @@ static bool lp_put_kref_mutex(struct lp_gadget *g, struct lp_gadget **pin)
  * lp_put_kref_lock() - kref_put_lock() on the owner's spinlock
  * @g: the gadget, on its owner's weak list
  *
- * The same with refcount_dec_and_lock() and lp_release_lock(), and no pin:
- * spin_unlock() is a single release store, the lock's last access.
+ * @pin: out: a reference to @g's parent that the caller must drop, or NULL
+ *
+ * The same with refcount_dec_and_lock() and lp_release_lock(). No pin:
+ * spin_unlock() is a single release store, the lock's last access. Under
+ * PREEMPT_RT a spinlock is an rt_mutex, whose unlock may touch it after
+ * releasing it: the owner is pinned there as in lp_put_kref_mutex().
  *
  * Return: true if this put dropped the last reference (@g is unlinked).
  */
-static bool lp_put_kref_lock(struct lp_gadget *g)
+static bool lp_put_kref_lock(struct lp_gadget *g, struct lp_gadget **pin)
 {
+	if (IS_ENABLED(CONFIG_PREEMPT_RT)) {
+		if (refcount_dec_not_one(&g->kref.refcount))
+			return false;
+		*pin = lp_owner_pin(g);
+	}
 	return kref_put_lock(&g->kref, lp_release_lock, &lp_owner(g)->lock);
 }
 
@@ -513,7 +523,7 @@ static bool lp_put_one(struct lp_gadget *g, struct lp_gadget **pin)
 	case LP_FLAVOR_KREF_MUTEX:
 		return lp_put_kref_mutex(g, pin);
 	case LP_FLAVOR_KREF_LOCK:
-		return lp_put_kref_lock(g);
+		return lp_put_kref_lock(g, pin);
 	case LP_FLAVOR_KREF_RWSEM:
 		return lp_put_kref_rwsem(g, pin);
 	}

@@ -535,7 +535,8 @@ impl Gadget {
             }
             flavor => {
                 unknown_flavor(flavor);
-                u32::try_from(self.refcnt.as_atomic().load(Relaxed)).unwrap_or(0)
+                // `refcount_read()`, the value C's `kref_read()`/`atomic_read()` returns.
+                self.refcnt.read()
             }
         }
     }
@@ -723,7 +724,7 @@ impl PinnedDrop for Gadget {
 /// arena's, which outlives every put. The article's cmpxchg loop
 /// ([`put_weak_cmpxchg`]) needs none either: it unlocks before it decrements.
 /// `spin_unlock()` (KREF_LOCK) is one release store and touches the lock no more
-/// after it.
+/// after it, but for `PREEMPT_RT`, where a spinlock sleeps.
 ///
 /// Returns the pin (`None` for a root) and the owner's list, borrowed from the
 /// pin or the arena, not from `g`.
@@ -843,18 +844,32 @@ unsafe fn put_kref_mutex(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> bool {
 }
 
 /// `lp_put_kref_lock()`: `kref_put_lock()`, the same with the owner's spinlock
-/// (`refcount_dec_and_lock()`), and no pin: `spin_unlock()` is a single release
-/// store, the lock's last access.
+/// (`refcount_dec_and_lock()`). No pin: `spin_unlock()` is a single release
+/// store, the lock's last access; the `&SpinLock` lent to `dec_and_lock()`
+/// outlives that store only as `Arc::drop`'s `&Refcount` outlives its decrement,
+/// a shared borrow of interior-mutable memory. But under `PREEMPT_RT` a spinlock
+/// is an `rt_mutex`, whose unlock may touch it after releasing it: the owner is
+/// pinned there as in KREF_MUTEX.
 ///
 /// # Safety
 ///
-/// The caller owns a count of `g` and hands it over.
-unsafe fn put_kref_lock(g: GadgetPtr) -> bool {
-    // SAFETY: We own a count; `gr` is last used before the decrement. The owner
-    // is the parent, which `g` keeps alive until its final put, or the arena.
-    let owner = unsafe { g.as_ref() }.owner();
+/// The caller owns a count of `g` and hands it over; it drops `pin` after this
+/// returns.
+unsafe fn put_kref_lock(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> bool {
     // SAFETY: We own a count, and give it up only in this call.
     let refcnt = unsafe { g.refcnt() };
+    let owner = if cfg!(CONFIG_PREEMPT_RT) {
+        if refcnt.dec_not_one() {
+            return false;
+        }
+        // SAFETY: We still own our count.
+        unsafe { owner_pin(g, pin) }
+    } else {
+        // SAFETY: We own a count; the borrow of `g` ends in this statement. The
+        // owner is the parent, which `g` keeps alive until its final put, or the
+        // arena.
+        unsafe { g.as_ref() }.owner()
+    };
     if let Some(mut list) = refcnt.dec_and_lock(&owner.lock) {
         list_remove(&mut list, g);
         return true;
@@ -944,7 +959,7 @@ unsafe fn put_one(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> Option<Option<Ga
             uapi::LP_FLAVOR_LOCKLESS => return put_lockless(g),
             uapi::LP_FLAVOR_WEAK_CMPXCHG => put_weak_cmpxchg(g),
             uapi::LP_FLAVOR_KREF_MUTEX => put_kref_mutex(g, pin),
-            uapi::LP_FLAVOR_KREF_LOCK => put_kref_lock(g),
+            uapi::LP_FLAVOR_KREF_LOCK => put_kref_lock(g, pin),
             uapi::LP_FLAVOR_KREF_RWSEM => put_kref_rwsem(g, pin),
             other => {
                 unknown_flavor(other);
