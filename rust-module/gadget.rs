@@ -80,6 +80,7 @@ impl GadgetPtr {
     /// before the gadget). [`Gadget::alloc`] exposed that provenance, so a
     /// pointer rebuilt from the address has it, whichever reference `self` was
     /// taken from ([`ARef::from`] makes one from a `&Gadget`).
+    #[inline]
     fn allocation(self) -> *mut Gadget {
         core::ptr::with_exposed_provenance_mut(self.0.as_ptr().addr())
     }
@@ -94,6 +95,7 @@ impl GadgetPtr {
     /// a gadget leaves its list under the lock that fenced its 1 -> 0 step, and
     /// the registry, under the registry lock, before its release path drops it.
     /// A caller that gives up its count must let `'a` end before.
+    #[inline]
     unsafe fn as_ref<'a>(self) -> &'a Gadget {
         // SAFETY: The pointer is valid for reads (the caller's guarantee that the
         // gadget is allocated) and the caller guarantees that no `&mut Gadget`
@@ -108,10 +110,14 @@ impl GadgetPtr {
     ///
     /// # Safety
     ///
-    /// The caller owns a count of the gadget, and uses the borrow for the
-    /// decrement that gives it up (or before), not after that call returns.
+    /// The gadget must stay allocated while the borrow is used: the caller owns
+    /// a count of it and uses the borrow for the decrement that gives the count
+    /// up (or before), not after that call returns; or it holds the lock of a
+    /// weak list or of the registry the gadget is in, as for
+    /// [`GadgetPtr::as_ref`].
+    #[inline]
     unsafe fn refcnt<'a>(self) -> &'a Refcount {
-        // SAFETY: The caller owns a count, so the gadget is allocated; the place
+        // SAFETY: The gadget is allocated (the caller's guarantee); the place
         // projection borrows only the `refcnt` field.
         unsafe { &(*self.0.as_ptr()).refcnt }
     }
@@ -241,6 +247,7 @@ impl Gadgets {
     }
 
     /// The arena's `enum lp_flavor`.
+    #[inline]
     pub(crate) fn flavor(&self) -> u32 {
         self.flavor.load(Relaxed)
     }
@@ -340,10 +347,12 @@ unsafe impl Sync for Gadget {}
 // that same counter, which keeps the gadget allocated until the matching
 // `dec_ref`.
 unsafe impl AlwaysRefCounted for Gadget {
+    #[inline]
     fn inc_ref(&self) {
         self.get();
     }
 
+    #[inline]
     unsafe fn dec_ref(obj: NonNull<Self>) {
         // SAFETY: The caller owns the count that an `inc_ref` took (or the one
         // `alloc` gave) and hands it over, and uses `obj` no more.
@@ -352,16 +361,19 @@ unsafe impl AlwaysRefCounted for Gadget {
 }
 
 impl Gadget {
+    #[inline]
     fn gadgets(&self) -> &Gadgets {
         // SAFETY: The arena's gadgets outlive their gadgets (type invariant).
         unsafe { self.gadgets.as_ref() }
     }
 
+    #[inline]
     fn flavor(&self) -> u32 {
         self.gadgets().flavor()
     }
 
     /// The list the gadget sits on: its parent's children, or the arena's roots.
+    #[inline]
     fn owner(&self) -> &Kids {
         match &self.parent {
             Some(p) => &p.kids,
@@ -498,6 +510,7 @@ impl Gadget {
     /// article v2, a bare increment without acquire or release semantics
     /// (`Arc`'s clone, `Refcount::inc`): the caller's own reference keeps the
     /// gadget alive and was itself obtained with the ordering that mattered.
+    #[inline]
     fn get(&self) {
         match self.flavor() {
             uapi::LP_FLAVOR_LOCKED => {
@@ -513,8 +526,12 @@ impl Gadget {
                 // The new count (`refcount_inc()`) goes to the caller's new `ARef`.
                 core::mem::forget(Arc::from(arc));
             }
-            flavor => {
-                unknown_flavor(flavor);
+            uapi::LP_FLAVOR_WEAK_CMPXCHG
+            | uapi::LP_FLAVOR_KREF_MUTEX
+            | uapi::LP_FLAVOR_KREF_LOCK
+            | uapi::LP_FLAVOR_KREF_RWSEM => self.refcnt.inc(),
+            other => {
+                unknown_flavor(other);
                 self.refcnt.inc();
             }
         }
@@ -533,9 +550,13 @@ impl Gadget {
                 let arc = ManuallyDrop::new(unsafe { Arc::from_raw(ptr) });
                 Arc::count(&arc)
             }
-            flavor => {
-                unknown_flavor(flavor);
-                // `refcount_read()`, the value C's `kref_read()`/`atomic_read()` returns.
+            // `refcount_read()`, the value C's `kref_read()`/`atomic_read()` returns.
+            uapi::LP_FLAVOR_WEAK_CMPXCHG
+            | uapi::LP_FLAVOR_KREF_MUTEX
+            | uapi::LP_FLAVOR_KREF_LOCK
+            | uapi::LP_FLAVOR_KREF_RWSEM => self.refcnt.read(),
+            other => {
+                unknown_flavor(other);
                 self.refcnt.read()
             }
         }
@@ -753,6 +774,7 @@ unsafe fn owner_pin<'a>(g: GadgetPtr, pin: &'a mut Option<GadgetRef>) -> &'a Kid
 /// # Safety
 ///
 /// The caller owns a count of `g` and hands it over.
+#[inline]
 unsafe fn put_locked(g: GadgetPtr) -> bool {
     // SAFETY: We own a count; `gr` is last used before the unlock, which is
     // when another put may free the gadget.
@@ -786,6 +808,7 @@ unsafe fn put_locked(g: GadgetPtr) -> bool {
 /// # Safety
 ///
 /// The caller owns a count of `g` and hands it over.
+#[inline]
 unsafe fn put_weak_cmpxchg(g: GadgetPtr) -> bool {
     // SAFETY: We own a count; `gr` is last used before the first decrement.
     let gr = unsafe { g.as_ref() };
@@ -827,6 +850,7 @@ unsafe fn put_weak_cmpxchg(g: GadgetPtr) -> bool {
 ///
 /// The caller owns a count of `g` and hands it over; it drops `pin` after this
 /// returns.
+#[inline]
 unsafe fn put_kref_mutex(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> bool {
     // SAFETY: We own a count, and give it up only in this call.
     let refcnt = unsafe { g.refcnt() };
@@ -855,6 +879,7 @@ unsafe fn put_kref_mutex(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> bool {
 ///
 /// The caller owns a count of `g` and hands it over; it drops `pin` after this
 /// returns.
+#[inline]
 unsafe fn put_kref_lock(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> bool {
     // SAFETY: We own a count, and give it up only in this call.
     let refcnt = unsafe { g.refcnt() };
@@ -888,6 +913,7 @@ unsafe fn put_kref_lock(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> bool {
 ///
 /// The caller owns a count of `g` and hands it over; it drops `pin` after this
 /// returns.
+#[inline]
 unsafe fn put_kref_rwsem(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> bool {
     // SAFETY: We own a count, and give it up only in this call.
     let refcnt = unsafe { g.refcnt() };
@@ -929,6 +955,7 @@ unsafe fn put_kref_rwsem(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> bool {
 /// # Safety
 ///
 /// The caller owns a count of LOCKLESS gadget `g` and hands it over.
+#[inline]
 unsafe fn put_lockless(g: GadgetPtr) -> Option<Option<GadgetRef>> {
     // SAFETY: A LOCKLESS gadget lives in an `Arc` whose pointer `allocation()`
     // rebuilds; the count the caller hands over is this `Arc`'s.
@@ -949,6 +976,7 @@ unsafe fn put_lockless(g: GadgetPtr) -> Option<Option<GadgetRef>> {
 /// # Safety
 ///
 /// The caller owns a count of `g` and hands it over.
+#[inline]
 unsafe fn put_one(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> Option<Option<GadgetRef>> {
     // SAFETY: We own a count; the borrow ends in this statement.
     let flavor = unsafe { g.as_ref() }.flavor();

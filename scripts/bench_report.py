@@ -56,22 +56,23 @@ the perf-inline kernel, CONFIG_RUST_INLINE_HELPERS=y, they are inlined).
 RG = 'lockless_rust::gadget::'
 RR = 'lockless_rust::rmw::'
 RD = 'lockless_rust::device::'
-C_GET = ['lp_gadget_get']
-R_GET = ['<' + RG + 'GadgetRef>::get']
+# The get, then the put's cascade loop and its per-flavor dispatch.
+C_GET = ['lp_gadget_get', 'lp_gadget_put', 'lp_put_one']
+R_GET = ['<' + RG + 'Gadget>::get', RG + 'put_ptr', RG + 'put_one']
 PUT = {
-    'LOCKED': (['lp_put_locked'], ['<' + RG + 'Gadget>::put_locked']),
+    'LOCKED': (['lp_put_locked'], [RG + 'put_locked']),
     'LOCKLESS': (['lp_put_lockless'],
                  [RG + 'put_lockless',
                   '<kernel::sync::arc::Arc<' + RG + 'Gadget>>::drop_with::<'
                   + RG + 'put_lockless::{closure#0}>']),
-    'WEAK_CMPXCHG': (['lp_put_weak_cmpxchg'],
-                     ['<' + RG + 'Gadget>::put_weak_cmpxchg']),
-    'KREF_MUTEX': (['kref_put_mutex', 'lp_release_mutex'],
-                   ['<' + RG + 'Gadget>::put_kref_mutex']),
-    'KREF_LOCK': (['kref_put_lock', 'lp_release_lock'],
-                  ['<' + RG + 'Gadget>::put_kref_lock']),
-    'KREF_RWSEM': (['lp_kref_put_rwsem', 'lp_release_rwsem'],
-                   ['<' + RG + 'Gadget>::put_kref_rwsem']),
+    'WEAK_CMPXCHG': (['lp_put_weak_cmpxchg'], [RG + 'put_weak_cmpxchg']),
+    'KREF_MUTEX': (['lp_put_kref_mutex', 'kref_put_mutex', 'lp_release_mutex'],
+                   [RG + 'put_kref_mutex']),
+    'KREF_LOCK': (['lp_put_kref_lock', 'kref_put_lock', 'lp_release_lock'],
+                  [RG + 'put_kref_lock']),
+    'KREF_RWSEM': (['lp_put_kref_rwsem', 'lp_kref_put_rwsem',
+                    'lp_release_rwsem'],
+                   [RG + 'put_kref_rwsem']),
 }
 RMW = ['max_cmpxchg', 'max_jbd2', 'max_locked', 'inc_not_zero_cmpxchg',
        'inc_not_zero_try_cmpxchg', 'fetch_inc_cmpxchg']
