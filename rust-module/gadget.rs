@@ -513,10 +513,7 @@ impl Gadget {
     #[inline]
     fn get(&self) {
         match self.flavor() {
-            uapi::LP_FLAVOR_LOCKED => {
-                let mut state = self.gadgets().lock.lock();
-                *self.count.access_mut(&mut state) += 1;
-            }
+            uapi::LP_FLAVOR_LOCKED => self.get_locked(),
             uapi::LP_FLAVOR_LOCKLESS => {
                 // SAFETY: A LOCKLESS gadget lives in an `Arc` (type invariant), whose
                 // pointer `allocation()` rebuilds; the caller's reference keeps the
@@ -535,6 +532,15 @@ impl Gadget {
                 self.refcnt.inc();
             }
         }
+    }
+
+    /// LOCKED's get, out of line: its `LockedBy` check and overflow check need a
+    /// stack frame (their panic messages) that the other flavors' gets need not
+    /// set up.
+    #[inline(never)]
+    fn get_locked(&self) {
+        let mut state = self.gadgets().lock.lock();
+        *self.count.access_mut(&mut state) += 1;
     }
 
     /// The gadget's count (`STAT`): a snapshot, maybe stale by the time it is used.
@@ -753,6 +759,7 @@ impl PinnedDrop for Gadget {
 /// # Safety
 ///
 /// The caller owns a count of `g`.
+#[inline]
 unsafe fn owner_pin<'a>(g: GadgetPtr, pin: &'a mut Option<GadgetRef>) -> &'a Kids {
     // SAFETY: The caller owns a count, so `g` is allocated and not mutably
     // borrowed; the borrow ends in this function, before any decrement.
