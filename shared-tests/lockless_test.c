@@ -2041,6 +2041,42 @@ struct race {
 	__u64 found, gone, final_by_racer;
 };
 
+/*
+ * A racer's step in the ioctl-driven final-put races: pick one of the ids
+ * the creators published, upgrade it (LOOKUP under @root half the time
+ * if @lookup, else TRYGET) and, half the time, hold the new reference a
+ * while, so that the creator's put comes first and the racer's is the
+ * final one: otherwise, with two ioctls against one, the racer's put
+ * almost always comes first. Counts the upgrades in @found and the ids
+ * found gone in @gone. Return: 1 with the new handle in @h, 0 if there
+ * was nothing to upgrade, -1 on an answer that is neither.
+ */
+static int race_upgrade(int fd, const __u64 *published, int creators,
+			bool lookup, __u32 root, __u32 *s, __u64 *found,
+			__u64 *gone, __u32 *h)
+{
+	__u64 id = __atomic_load_n(&published[rnd(s) % creators],
+				   __ATOMIC_ACQUIRE);
+	int ret;
+
+	if (!id)
+		return 0;
+	if (lookup && (rnd(s) & 1))
+		ret = lp_lookup(fd, root, id, h);
+	else
+		ret = lp_tryget(fd, id, h);
+	if (ret == -ENOENT) {
+		++*gone;
+		return 0;
+	}
+	if (ret)
+		return -1;
+	++*found;
+	if (rnd(s) & 1)
+		usleep(200);
+	return 1;
+}
+
 static void *race_thread(void *arg)
 {
 	struct lp_thread *t = arg;
@@ -2064,31 +2100,12 @@ static void *race_thread(void *arg)
 		return NULL;
 	}
 	while (__atomic_load_n(&sh->done, __ATOMIC_ACQUIRE) < sh->creators) {
-		id = __atomic_load_n(&sh->published[rnd(&s) % sh->creators],
-				     __ATOMIC_ACQUIRE);
-		if (!id)
-			continue;
-		if (sh->lookup && (rnd(&s) & 1))
-			ret = lp_lookup(sh->fd, sh->root, id, &h);
-		else
-			ret = lp_tryget(sh->fd, id, &h);
-		if (ret == -ENOENT) {
-			gone++;
-			continue;
-		}
-		if (ret) {
+		ret = race_upgrade(sh->fd, sh->published, sh->creators,
+				   sh->lookup, sh->root, &s, &found, &gone, &h);
+		if (ret < 0)
 			__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
+		if (ret <= 0)
 			continue;
-		}
-		found++;
-		/*
-		 * Half the time, hold the upgraded reference a while, so
-		 * that the creator's put comes first and ours is the
-		 * final one: otherwise, with two ioctls against one, the
-		 * racer's put almost always comes first.
-		 */
-		if (rnd(&s) & 1)
-			usleep(200);
 		ret = lp_put(sh->fd, h);
 		if (ret < 0)
 			__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
@@ -2195,24 +2212,14 @@ static void *parent_race_thread(void *arg)
 		__atomic_fetch_add(&sh->done, 1, __ATOMIC_RELEASE);
 		return NULL;
 	}
+	/* TRYGET only: the root's handle is gone, LOOKUP has no parent. */
 	while (__atomic_load_n(&sh->done, __ATOMIC_ACQUIRE) < sh->creators) {
-		id = __atomic_load_n(&sh->published[rnd(&s) % sh->creators],
-				     __ATOMIC_ACQUIRE);
-		if (!id)
-			continue;
-		ret = lp_tryget(sh->fd, id, &h);
-		if (ret == -ENOENT) {
-			gone++;
-			continue;
-		}
-		if (ret) {
+		ret = race_upgrade(sh->fd, sh->published, sh->creators, false,
+				   LP_HANDLE_NONE, &s, &found, &gone, &h);
+		if (ret < 0)
 			__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
+		if (ret <= 0)
 			continue;
-		}
-		found++;
-		/* As in race_thread(): let the creator's put come first. */
-		if (rnd(&s) & 1)
-			usleep(200);
 		/*
 		 * 2: the child and, with it, its root; 1: the child only,
 		 * when a put that pinned the root still holds it (the root
