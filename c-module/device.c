@@ -731,6 +731,10 @@ static int lp_run_one(struct lp_arena *arena, struct lp_run *r,
 		lp_gadget_get(g);
 		lp_gadget_put(g);
 		return 1;
+	case LP_OP_GET_PUT_REFCOUNT:
+		lp_gadget_get_refcount(g);
+		lp_gadget_put_refcount(g);
+		return 1;
 	case LP_OP_LOOKUP_PUT:
 	case LP_OP_TRYGET_PUT:
 		return lp_run_get_put(arena, r, g);
@@ -770,10 +774,11 @@ static int lp_run_one(struct lp_arena *arena, struct lp_run *r,
  * @arena: the arena
  * @argp: user pointer to a struct lp_run
  *
- * GET_PUT, LOOKUP_PUT and NEW_PUT hold their own reference to the handle's
- * gadget for the whole loop, so a concurrent PUT of the handle cannot free
- * it. After each MAX op, its copy of the variable is read again
- * (lp_max_read()) and @broken counts the ops it found below their operand.
+ * GET_PUT, GET_PUT_REFCOUNT, LOOKUP_PUT and NEW_PUT hold their own
+ * reference to the handle's gadget for the whole loop, so a concurrent PUT
+ * of the handle cannot free it. After each MAX op, its copy of the variable
+ * is read again (lp_max_read()) and @broken counts the ops it found below
+ * their operand.
  * TXN_EXTEND's handle, if started, is stopped however the loop ends. The
  * fatal-signal test and cond_resched() run once every LP_RUN_CHECK_EVERY
  * iterations, not on each: EMPTY's RUN shows what is left per iteration.
@@ -808,14 +813,16 @@ static long lp_run(struct lp_arena *arena, void __user *argp)
 	if (err)
 		return err;
 	if (r.op == LP_OP_GET_PUT || r.op == LP_OP_LOOKUP_PUT ||
-	    r.op == LP_OP_NEW_PUT) {
+	    r.op == LP_OP_NEW_PUT || r.op == LP_OP_GET_PUT_REFCOUNT) {
 		err = lp_handle_get(arena, r.handle, &g);
 		if (err)
 			return err;
 	}
-	if (r.op == LP_OP_LOOKUP_PUT &&
-	    (READ_ONCE(arena->flavor) == LP_FLAVOR_LOCKED ||
-	     READ_ONCE(arena->flavor) == LP_FLAVOR_LOCKLESS)) {
+	if ((r.op == LP_OP_LOOKUP_PUT &&
+	     (READ_ONCE(arena->flavor) == LP_FLAVOR_LOCKED ||
+	      READ_ONCE(arena->flavor) == LP_FLAVOR_LOCKLESS)) ||
+	    (r.op == LP_OP_GET_PUT_REFCOUNT &&
+	     READ_ONCE(arena->flavor) != LP_FLAVOR_LOCKLESS)) {
 		err = -EOPNOTSUPP;
 		goto out;
 	}

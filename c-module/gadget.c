@@ -591,6 +591,45 @@ unsigned int lp_gadget_put(struct lp_gadget *g)
 }
 
 /**
+ * lp_gadget_get_refcount() - LOCKLESS get on refcount_t (GET_PUT_REFCOUNT)
+ * @g: a LOCKLESS gadget; the caller already holds a reference
+ *
+ * The article's LOCKLESS flavor counts in a bare atomic_t, Rust's in Arc's
+ * refcount_t. This get and lp_gadget_put_refcount() count the same
+ * @g->refcnt as a refcount_t (@g->kref.refcount shares its storage): the
+ * bench's like-for-like row against Rust's GET_PUT/LOCKLESS. As
+ * atomic_inc(), refcount_inc() is unordered; it also saturates instead of
+ * wrapping.
+ */
+void lp_gadget_get_refcount(struct lp_gadget *g)
+{
+	refcount_inc(&g->kref.refcount);
+}
+
+/**
+ * lp_gadget_put_refcount() - LOCKLESS put on refcount_t (GET_PUT_REFCOUNT)
+ * @g: a LOCKLESS gadget
+ *
+ * refcount_dec_and_test() orders every access before the decrement
+ * (release) and, after the last one, smp_acquire__after_ctrl_dep(): every
+ * earlier put happens before the releaser's plain loads of @g->parent, as
+ * Arc's put does (put-arc-dec-and-test.litmus). The parent's reference is
+ * dropped with lp_gadget_put().
+ *
+ * Return: the number of gadgets released.
+ */
+unsigned int lp_gadget_put_refcount(struct lp_gadget *g)
+{
+	struct lp_gadget *parent;
+
+	if (!refcount_dec_and_test(&g->kref.refcount))
+		return 0;
+	parent = g->parent;
+	lp_gadget_free(g);
+	return parent ? 1 + lp_gadget_put(parent) : 1;
+}
+
+/**
  * lp_gadget_lookup() - upgrade a child's weak reference to a strong one
  * @parent: the parent; the caller holds a reference to it
  * @id: the child's id

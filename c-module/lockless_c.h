@@ -211,6 +211,8 @@ struct lp_gadget *lp_gadget_new(struct lp_arena *arena,
 				struct lp_gadget *parent);
 void lp_gadget_get(struct lp_gadget *g);
 unsigned int lp_gadget_put(struct lp_gadget *g);
+void lp_gadget_get_refcount(struct lp_gadget *g);
+unsigned int lp_gadget_put_refcount(struct lp_gadget *g);
 int lp_gadget_lookup(struct lp_gadget *parent, u64 id,
 		     struct lp_gadget **child);
 int lp_gadget_tryget(struct lp_arena *arena, u64 id,

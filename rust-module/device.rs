@@ -418,7 +418,9 @@ fn lp_run_one(
     i: u64,
 ) -> Result<u64> {
     match r.op {
-        uapi::LP_OP_GET_PUT => {
+        // A LOCKLESS gadget counts in Arc's `refcount_t` already: C's
+        // GET_PUT_REFCOUNT is our GET_PUT.
+        uapi::LP_OP_GET_PUT | uapi::LP_OP_GET_PUT_REFCOUNT => {
             gadget::put(g.ok_or(EBADF)?.clone());
             Ok(1)
         }
@@ -487,12 +489,12 @@ fn fatal_signal_pending() -> bool {
 
 /// `lp_run()`: answers `LP_IOC_RUN`, a loop of one op in the caller's context.
 ///
-/// GET_PUT, LOOKUP_PUT and NEW_PUT hold their own reference to the handle's
-/// gadget for the whole loop, so a concurrent PUT of the handle cannot free it.
-/// After each MAX op, its copy of the variable is read again ([`rmw::max_read`])
-/// and `broken` counts the ops it found below their operand. TXN_EXTEND's
-/// private handle is stopped when the loop ends, however it ends. The
-/// fatal-signal test and the reschedule point run once every
+/// GET_PUT, GET_PUT_REFCOUNT, LOOKUP_PUT and NEW_PUT hold their own reference
+/// to the handle's gadget for the whole loop, so a concurrent PUT of the handle
+/// cannot free it. After each MAX op, its copy of the variable is read again
+/// ([`rmw::max_read`]) and `broken` counts the ops it found below their
+/// operand. TXN_EXTEND's private handle is stopped when the loop ends, however
+/// it ends. The fatal-signal test and the reschedule point run once every
 /// `LP_RUN_CHECK_EVERY` iterations, not on each, as in C: EMPTY's RUN shows what
 /// is left per iteration.
 ///
@@ -522,12 +524,16 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
     // The loop cannot be undone: as PUT, check the way back first.
     check_writable(arg, &r)?;
     let g = match r.op {
-        uapi::LP_OP_GET_PUT | uapi::LP_OP_LOOKUP_PUT | uapi::LP_OP_NEW_PUT => {
-            Some(arena.handle_get(r.handle)?)
-        }
+        uapi::LP_OP_GET_PUT
+        | uapi::LP_OP_GET_PUT_REFCOUNT
+        | uapi::LP_OP_LOOKUP_PUT
+        | uapi::LP_OP_NEW_PUT => Some(arena.handle_get(r.handle)?),
         _ => None,
     };
-    if r.op == uapi::LP_OP_LOOKUP_PUT && !gadget::flavor_has_kids(arena.gadgets.flavor()) {
+    if (r.op == uapi::LP_OP_LOOKUP_PUT && !gadget::flavor_has_kids(arena.gadgets.flavor()))
+        || (r.op == uapi::LP_OP_GET_PUT_REFCOUNT
+            && arena.gadgets.flavor() != uapi::LP_FLAVOR_LOCKLESS)
+    {
         return Err(EOPNOTSUPP);
     }
 

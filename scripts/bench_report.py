@@ -92,6 +92,9 @@ def functions_of(row):
     op, _, flavor = row.partition('/')
     if op == 'GET_PUT' and flavor in PUT:
         return C_GET + PUT[flavor][0], R_GET + PUT[flavor][1]
+    if op == 'GET_PUT_REFCOUNT':
+        return (['lp_gadget_get_refcount', 'lp_gadget_put_refcount'],
+                R_GET + PUT['LOCKLESS'][1])
     if op == 'LOOKUP_PUT':
         return ['lp_gadget_lookup'], ['<' + RG + 'Gadget>::lookup',
                                       RG + 'upgrade']

@@ -14,9 +14,9 @@
  *
  * Sharing (the row name says it, there is no column for it): every row
  * but ATOMIC_FLOOR/private puts all threads on one open file, so on one
- * gadget (GET_PUT: all threads get and put the same gadget; LOOKUP_PUT:
- * the same child of the same parent; TRYGET_PUT: the same id) or on the
- * arena's one RMW variable (one cache line). ATOMIC_FLOOR/private gives
+ * gadget (GET_PUT, GET_PUT_REFCOUNT: all threads get and put the same
+ * gadget; LOOKUP_PUT: the same child of the same parent; TRYGET_PUT: the
+ * same id) or on the arena's one RMW variable (one cache line). ATOMIC_FLOOR/private gives
  * each thread its own open file, so a counter per thread: the uncontended
  * floor; ATOMIC_FLOOR/shared is the contended one, every thread on one
  * line.
@@ -199,6 +199,9 @@ static void make_rows(void)
 
 	for (f = 0; f < LP_FLAVOR_COUNT; f++)
 		add_row(LP_OP_GET_PUT, f, false, flavor_names[f]);
+	/* C's LOCKLESS on refcount_t, Rust's Arc, beside the atomic_t row. */
+	add_row(LP_OP_GET_PUT_REFCOUNT, LP_FLAVOR_LOCKLESS, false,
+		flavor_names[LP_FLAVOR_LOCKLESS]);
 	for (f = 0; f < LP_FLAVOR_COUNT; f++)
 		if (flavor_has_kids(f))
 			add_row(LP_OP_LOOKUP_PUT, f, false, flavor_names[f]);

@@ -108,6 +108,8 @@ static const struct lp_row lp_rows[] = {
 	  "own RwLock + Atomic::fetch_add/sub(Full)" },
 	{ true, LP_OP_EMPTY,
 	  "nothing: the RUN loop alone", "nothing: the RUN loop alone" },
+	{ true, LP_OP_GET_PUT_REFCOUNT,
+	  "refcount_inc / refcount_dec_and_test", "GET_PUT: Arc is refcount_t" },
 };
 
 /* Under the flavors: TRYGET is in every flavor's script. */
@@ -609,7 +611,8 @@ static void lp_script_loop(struct lp_transcript *t, unsigned int op)
 		lp_configure(t, "CONFIGURE", f, 0);
 		root = lp_new(t, "NEW root", LP_HANDLE_NONE, NULL);
 		child = lp_new(t, "NEW child", root, &child_id);
-		on = op == LP_OP_GET_PUT ? child : root;
+		on = op == LP_OP_GET_PUT || op == LP_OP_GET_PUT_REFCOUNT ?
+			child : root;
 		lp_run(t, "RUN", op, on, LP_DEMO_RUN, by_id ? child_id : 0);
 		if (by_id)
 			lp_run(t, "RUN on the newest id", op, on, LP_DEMO_RUN,

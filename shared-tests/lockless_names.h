@@ -34,6 +34,7 @@ static const char * const op_names[LP_OP_COUNT] = {
 	[LP_OP_TXN_START_STOP] = "TXN_START_STOP",
 	[LP_OP_TXN_EXTEND] = "TXN_EXTEND",
 	[LP_OP_EMPTY] = "EMPTY",
+	[LP_OP_GET_PUT_REFCOUNT] = "GET_PUT_REFCOUNT",
 };
 
 static const char * const txn_flavor_names[LP_TXN_FLAVOR_COUNT] = {

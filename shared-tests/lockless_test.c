@@ -1000,14 +1000,16 @@ TEST_F(dev, run_rmw_ops_complete_and_leave_their_state)
 		  (1ull << LP_OP_COUNT) - 1 -
 		  (1ull << LP_OP_GET_PUT | 1ull << LP_OP_LOOKUP_PUT |
 		   1ull << LP_OP_TRYGET_PUT | 1ull << LP_OP_NEW_PUT |
-		   1ull << LP_OP_TXN_START_STOP | 1ull << LP_OP_TXN_EXTEND)))
+		   1ull << LP_OP_TXN_START_STOP | 1ull << LP_OP_TXN_EXTEND |
+		   1ull << LP_OP_GET_PUT_REFCOUNT)))
 		return;
 	ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_READ, 0, &r));
 	prev = r.old;
 	for (op = 0; op < LP_OP_COUNT; op++) {
 		if (op == LP_OP_GET_PUT || op == LP_OP_LOOKUP_PUT ||
 		    op == LP_OP_TRYGET_PUT || op == LP_OP_NEW_PUT ||
-		    op == LP_OP_TXN_START_STOP || op == LP_OP_TXN_EXTEND)
+		    op == LP_OP_TXN_START_STOP || op == LP_OP_TXN_EXTEND ||
+		    op == LP_OP_GET_PUT_REFCOUNT)
 			continue;
 		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_SET, 5, &r));
 		/* SET answers with the value it replaced: the last READ's. */
@@ -1939,6 +1941,18 @@ TEST_F(flavor, run_loops_complete_and_keep_the_count)
 	ASSERT_EQ(0, lp_stat(self->fd, child, &st));
 	EXPECT_EQ(1, st.refcount);
 
+	/* GET_PUT on refcount_t: LOCKLESS only. */
+	if (variant->flavor == LP_FLAVOR_LOCKLESS) {
+		ASSERT_EQ(0, lp_run(self->fd, LP_OP_GET_PUT_REFCOUNT, child,
+				    LP_RUN_ITERATIONS, 0, &run));
+		EXPECT_EQ(LP_RUN_ITERATIONS, run.completed);
+	} else {
+		EXPECT_EQ(-EOPNOTSUPP, lp_run(self->fd, LP_OP_GET_PUT_REFCOUNT,
+					      child, LP_RUN_ITERATIONS, 0, &run));
+	}
+	ASSERT_EQ(0, lp_stat(self->fd, child, &st));
+	EXPECT_EQ(1, st.refcount);
+
 	ASSERT_EQ(0, lp_run(self->fd, LP_OP_TRYGET_PUT, 0, LP_RUN_ITERATIONS, cid, &run));
 	EXPECT_EQ(LP_RUN_ITERATIONS, run.completed);
 	ASSERT_EQ(0, lp_stat(self->fd, child, &st));
@@ -1969,6 +1983,7 @@ TEST_F(flavor, run_loops_complete_and_keep_the_count)
 struct storm {
 	int fd;
 	__u32 handle;
+	bool refcount;
 	int errors;
 };
 
@@ -1978,7 +1993,7 @@ static void *storm_thread(void *arg)
 	struct storm *sh = t->shared;
 	struct lp_stat st;
 	struct lp_run run;
-	__u32 h;
+	__u32 h, op;
 	int i;
 
 	/*
@@ -1995,7 +2010,10 @@ static void *storm_thread(void *arg)
 		    lp_put(sh->fd, h) != 0)
 			__atomic_fetch_add(&sh->errors, 1, __ATOMIC_RELAXED);
 	}
-	if (lp_run(sh->fd, LP_OP_GET_PUT, sh->handle, sizes.storm_run, 0, &run) ||
+	/* LOCKLESS: half the loops count with refcount_t, against the rest. */
+	op = sh->refcount && (t->index & 1) ? LP_OP_GET_PUT_REFCOUNT :
+					      LP_OP_GET_PUT;
+	if (lp_run(sh->fd, op, sh->handle, sizes.storm_run, 0, &run) ||
 	    run.completed != sizes.storm_run)
 		__atomic_fetch_add(&sh->errors, 1, __ATOMIC_RELAXED);
 	return NULL;
@@ -2003,7 +2021,10 @@ static void *storm_thread(void *arg)
 
 TEST_F_TIMEOUT(flavor, get_put_storm_keeps_the_count, LP_SLOW_TIMEOUT)
 {
-	struct storm sh = { .fd = self->fd };
+	struct storm sh = {
+		.fd = self->fd,
+		.refcount = variant->flavor == LP_FLAVOR_LOCKLESS,
+	};
 	struct lp_arena_stat as;
 	struct lp_stat st;
 	__u32 root;

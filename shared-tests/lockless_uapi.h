@@ -38,7 +38,8 @@
  *   -EBADF       invalid or already-consumed handle
  *   -ENOENT      gadget gone (LOOKUP, TRYGET)
  *   -EOPNOTSUPP  op not supported by the arena's flavor (LOOKUP, LOOKUP_PUT
- *                in a flavor without a child list)
+ *                in a flavor without a child list, GET_PUT_REFCOUNT outside
+ *                LOCKLESS)
  *   -EBUSY       CONFIGURE after the arena's first NEW
  *   -E2BIG       RUN iterations above LP_RUN_MAX_ITERATIONS
  *   -ENOSPC      the arena already holds LP_MAX_HANDLES handles; EXTEND
@@ -59,7 +60,8 @@
  * remoteproc's), saturating RMW ops, all-or-nothing ioctls, no -EINTR,
  * RUN ids not capped. Added since, compatibly: the transaction
  * (TXN_*) ioctls and RUN ops, IDENTIFY's txn_flavors, the EMPTY RUN op,
- * the RACY_INC control (off unless a module parameter asks for it).
+ * the RACY_INC control (off unless a module parameter asks for it),
+ * the GET_PUT_REFCOUNT RUN op.
  * Version 3: an arena's live gadgets are limited (-EDQUOT from NEW and
  * RUN NEW_PUT), by LP_MAX_GADGETS or CONFIGURE's max_gadgets.
  */
@@ -147,8 +149,14 @@ enum lp_flavor {
  * expected value on failure): the library call itself cannot also stop at
  * LP_RMW_VALUE_MAX, so both carry that one extra test.
  *
- * GET_PUT, LOOKUP_PUT, TRYGET_PUT, ATOMIC_FLOOR, NEW_PUT and EMPTY are
- * RUN-only ops (LP_IOC_RMW answers -EINVAL for them). EMPTY does nothing:
+ * GET_PUT, LOOKUP_PUT, TRYGET_PUT, ATOMIC_FLOOR, NEW_PUT, EMPTY and
+ * GET_PUT_REFCOUNT are RUN-only ops (LP_IOC_RMW answers -EINVAL for them).
+ * GET_PUT_REFCOUNT is GET_PUT of a LOCKLESS gadget counted with
+ * refcount_t's refcount_inc() and refcount_dec_and_test() instead of the
+ * article's bare atomic_inc() and atomic_fetch_dec(): the primitive a
+ * Rust LOCKLESS gadget (an Arc) uses, so that the two can be measured on
+ * the same one. In Rust it is GET_PUT itself. Only LOCKLESS arenas run it
+ * (-EOPNOTSUPP in the others). EMPTY does nothing:
  * a RUN of it is the loop alone, what every other op's cost includes. NEW_PUT creates a child of
  * the RUN handle's gadget and puts it at once: a stream of short-lived
  * children whose final puts race other threads' LOOKUP_PUT/TRYGET_PUT
@@ -179,6 +187,7 @@ enum lp_op {
 	LP_OP_TXN_START_STOP		= 13,
 	LP_OP_TXN_EXTEND		= 14,
 	LP_OP_EMPTY			= 15,
+	LP_OP_GET_PUT_REFCOUNT		= 16,
 	LP_OP_COUNT,
 	/*
 	 * Not part of the contract, outside 0..LP_OP_COUNT: KCSAN's negative
@@ -432,7 +441,7 @@ struct lp_rmw {
 /**
  * struct lp_run - run a loop of one op inside the kernel (LP_IOC_RUN)
  * @op: in: an enum lp_op value
- * @handle: in: GET_PUT: the gadget; LOOKUP_PUT, NEW_PUT: the parent;
+ * @handle: in: GET_PUT, GET_PUT_REFCOUNT: the gadget; LOOKUP_PUT, NEW_PUT: the parent;
  *          RMW ops: the step between operands (0 means 1); else ignored
  *          (TXN ops too)
  * @iterations: in: how many ops, at most LP_RUN_MAX_ITERATIONS
