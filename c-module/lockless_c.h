@@ -69,7 +69,7 @@ struct lp_gadget {
  * @j_state_lock: START and EXTEND take it shared, COMMIT, STAT and
  *		  TXN_CONFIGURE exclusive
  * @j_wait_updates: the drain's wait queue; the last STOP wakes it
- * @t_handle_lock: TXN_LOCKED only: the spinlock commit f7f497cb7024 killed
+ * @t_handle_lock: TXN_HANDLE_LOCK only: the spinlock commit f7f497cb7024 killed
  * @j_commit_mutex: serializes the COMMITs of one arena
  * @flavor: enum lp_txn_flavor; written under @j_state_lock exclusive
  * @t_state: enum lp_txn_state; written under @j_state_lock exclusive
@@ -88,7 +88,7 @@ struct lp_gadget {
 struct lp_txn {
 	rwlock_t j_state_lock;
 	wait_queue_head_t j_wait_updates;
-	spinlock_t t_handle_lock;	/* TXN_LOCKED only */
+	spinlock_t t_handle_lock;	/* TXN_HANDLE_LOCK only */
 	struct mutex j_commit_mutex;
 	u32 flavor;
 	u32 t_state;

@@ -3,7 +3,7 @@
  * txn.c - the transaction of jbd2 (fs/jbd2/transaction.c) around commit
  * f7f497cb7024 ("jbd2: kill t_handle_lock transaction spinlock"): the
  * t_updates drain of jbd2_journal_wait_updates() and the credit check of
- * jbd2_journal_extend(), with t_handle_lock (TXN_LOCKED, before the patch)
+ * jbd2_journal_extend(), with t_handle_lock (TXN_HANDLE_LOCK, before the patch)
  * and without it (TXN_ATOMIC, after).
  *
  * Handles start and stop under nothing more than the shared j_state_lock
@@ -32,7 +32,7 @@
  * lp_txn_init() - initialise a new arena's transaction
  * @txn: the transaction, zeroed
  *
- * TXN_LOCKED, LP_TXN_CREDITS_DEFAULT credits, running, tid 0. Every lock
+ * TXN_HANDLE_LOCK, LP_TXN_CREDITS_DEFAULT credits, running, tid 0. Every lock
  * is initialised whatever the flavor, so that TXN_CONFIGURE may switch.
  */
 void lp_txn_init(struct lp_txn *txn)
@@ -41,7 +41,7 @@ void lp_txn_init(struct lp_txn *txn)
 	init_waitqueue_head(&txn->j_wait_updates);
 	spin_lock_init(&txn->t_handle_lock);
 	mutex_init(&txn->j_commit_mutex);
-	txn->flavor = LP_TXN_LOCKED;
+	txn->flavor = LP_TXN_HANDLE_LOCK;
 	txn->t_state = LP_TXN_RUNNING;
 	txn->t_tid = 0;
 	txn->j_max_transaction_buffers = LP_TXN_CREDITS_DEFAULT;
@@ -128,7 +128,7 @@ u32 lp_txn_stop(struct lp_txn *txn, struct lp_txn_handle *h)
  * add and the undo: the sum may overshoot the limit for a moment, and an
  * extend may be refused because of a request that is itself refused, but
  * what is granted never exceeds the limit (each grant checked a sum that
- * includes every credit granted before it). TXN_LOCKED does the same
+ * includes every credit granted before it). TXN_HANDLE_LOCK does the same
  * under t_handle_lock, so no one sees an overshoot. Litmus:
  * shared-tests/litmus/jbd2-extend-undo.litmus.
  *
@@ -147,7 +147,7 @@ int lp_txn_extend(struct lp_txn *txn, struct lp_txn_handle *h, u32 nblocks,
 		goto unlock;
 	}
 	/* TXN_CONFIGURE cannot change it: this handle keeps t_updates up. */
-	locked = txn->flavor == LP_TXN_LOCKED;
+	locked = txn->flavor == LP_TXN_HANDLE_LOCK;
 	if (locked)
 		spin_lock(&txn->t_handle_lock);
 	wanted = atomic_add_return(nblocks, &txn->t_outstanding_credits);
@@ -192,7 +192,7 @@ void lp_txn_unextend(struct lp_txn *txn, struct lp_txn_handle *h,
  * @slept: out: incremented for each sleep
  *
  * jbd2_journal_wait_updates(), with t_handle_lock around the check in
- * TXN_LOCKED. Called, and returns, with j_state_lock held exclusive; drops
+ * TXN_HANDLE_LOCK. Called, and returns, with j_state_lock held exclusive; drops
  * it while it sleeps. The task queues itself on j_wait_updates
  * (prepare_to_wait(): wait-queue lock, then set_current_state(), a full
  * barrier) BEFORE it reads @t_updates, so that lp_txn_stop()'s
@@ -208,7 +208,7 @@ static int lp_txn_wait_updates(struct lp_txn *txn, u32 timeout_ms, u32 *slept)
 	__must_hold(&txn->j_state_lock)
 {
 	long left = msecs_to_jiffies(timeout_ms);
-	bool locked = txn->flavor == LP_TXN_LOCKED;
+	bool locked = txn->flavor == LP_TXN_HANDLE_LOCK;
 
 	for (;;) {
 		DEFINE_WAIT(wait);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The transaction: jbd2's `t_updates` drain and `jbd2_journal_extend()`, before
-//! (TXN_LOCKED) and after (TXN_ATOMIC) commit f7f497cb7024 ("jbd2: kill
+//! (TXN_HANDLE_LOCK) and after (TXN_ATOMIC) commit f7f497cb7024 ("jbd2: kill
 //! t_handle_lock transaction spinlock").
 //!
 //! Mirrors `c-module/txn.c`, function for function and in the same order. Each
@@ -73,7 +73,7 @@ pub(crate) struct Txn {
     /// The drain's wait queue: the last STOP wakes the committer.
     #[pin]
     j_wait_updates: WaitQueueHead,
-    /// TXN_LOCKED only: the drain's check and EXTEND's add-check-undo.
+    /// TXN_HANDLE_LOCK only: the drain's check and EXTEND's add-check-undo.
     #[pin]
     t_handle_lock: SpinLock<()>,
     /// Serializes the COMMITs of one arena.
@@ -90,17 +90,17 @@ pub(crate) struct Txn {
 
 /// `enum lp_txn_flavor` of the code before the patch: the transaction spinlock.
 fn is_locked(state: &TxnState) -> bool {
-    state.flavor == uapi::LP_TXN_LOCKED
+    state.flavor == uapi::LP_TXN_HANDLE_LOCK
 }
 
 impl Txn {
-    /// `lp_txn_init()`: a new arena's transaction: TXN_LOCKED with
+    /// `lp_txn_init()`: a new arena's transaction: TXN_HANDLE_LOCK with
     /// `LP_TXN_CREDITS_DEFAULT` credits, running, tid 0.
     pub(crate) fn init() -> impl PinInit<Self> {
         pin_init!(Self {
             j_state_lock <- new_rwlock!(
                 TxnState {
-                    flavor: uapi::LP_TXN_LOCKED,
+                    flavor: uapi::LP_TXN_HANDLE_LOCK,
                     t_state: uapi::LP_TXN_RUNNING,
                     t_tid: Atomic::new(0),
                     j_max_transaction_buffers: uapi::LP_TXN_CREDITS_DEFAULT as i32,
@@ -186,7 +186,7 @@ impl Txn {
     /// may overshoot the limit for a moment, between one's add and its undo, but
     /// what is granted never does, since each grant was checked against a sum
     /// that included every grant before it (litmus `jbd2-extend-undo.litmus`). In
-    /// TXN_LOCKED `t_handle_lock` makes the add-check-undo one step.
+    /// TXN_HANDLE_LOCK `t_handle_lock` makes the add-check-undo one step.
     pub(crate) fn extend(&self, h: &mut TxnHandle, nblocks: u32) -> Result<u32> {
         let n = i32::try_from(nblocks).map_err(|_| EINVAL)?;
         let state = self.j_state_lock.read();

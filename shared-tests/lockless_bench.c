@@ -743,7 +743,7 @@ static void print_ratio(const char *what, int a, int ka, int b, int kb)
 	       fmt_ratio_spread(1, a, ka, b, kb, y, sizeof(y)));
 }
 
-/* The rest of the jbd2 patch: TXN_ATOMIC over TXN_LOCKED, 1 and N threads. */
+/* The rest of the jbd2 patch: TXN_ATOMIC over TXN_HANDLE_LOCK, 1 and N threads. */
 static void print_txn_ratios(void)
 {
 	static const __u32 txn_ops[] = {
@@ -754,17 +754,17 @@ static void print_txn_ratios(void)
 	size_t i;
 
 	printf("# the jbd2 patch, drain and extend: %s\n",
-	       "TXN_ATOMIC over TXN_LOCKED, one transaction:");
+	       "TXN_ATOMIC over TXN_HANDLE_LOCK, one transaction:");
 	for (i = 0; i < ARRAY_SIZE(txn_ops); i++) {
 		for (k = 0; k < nr_counts; k += top > 0 ? top : 1) {
 			snprintf(what, sizeof(what),
-				 "  %s/TXN_ATOMIC / %s/TXN_LOCKED @%d",
+				 "  %s/TXN_ATOMIC / %s/TXN_HANDLE_LOCK @%d",
 				 op_names[txn_ops[i]], op_names[txn_ops[i]],
 				 counts[k]);
 			print_ratio(what,
 				    find_row(txn_ops[i], LP_TXN_ATOMIC, false),
 				    k,
-				    find_row(txn_ops[i], LP_TXN_LOCKED, false),
+				    find_row(txn_ops[i], LP_TXN_HANDLE_LOCK, false),
 				    k);
 		}
 	}

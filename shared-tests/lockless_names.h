@@ -38,7 +38,7 @@ static const char * const op_names[LP_OP_COUNT] = {
 };
 
 static const char * const txn_flavor_names[LP_TXN_FLAVOR_COUNT] = {
-	[LP_TXN_LOCKED] = "TXN_LOCKED",
+	[LP_TXN_HANDLE_LOCK] = "TXN_HANDLE_LOCK",
 	[LP_TXN_ATOMIC] = "TXN_ATOMIC",
 };
 

@@ -2639,7 +2639,7 @@ FIXTURE_VARIANT_ADD(txn, c_locked)
 {
 	.path = LP_DEV_C,
 	.module = "lockless_c",
-	.flavor = LP_TXN_LOCKED,
+	.flavor = LP_TXN_HANDLE_LOCK,
 };
 
 FIXTURE_VARIANT_ADD(txn, c_atomic)
@@ -2653,7 +2653,7 @@ FIXTURE_VARIANT_ADD(txn, rust_locked)
 {
 	.path = LP_DEV_RUST,
 	.module = "lockless_rust",
-	.flavor = LP_TXN_LOCKED,
+	.flavor = LP_TXN_HANDLE_LOCK,
 };
 
 FIXTURE_VARIANT_ADD(txn, rust_atomic)

@@ -218,7 +218,7 @@ enum lp_op {
  * the transaction, waits for t_updates to reach zero, and opens the next
  * one (tid + 1) in its place.
  *
- * TXN_LOCKED is the code before the patch: the drain checks t_updates and
+ * TXN_HANDLE_LOCK is the code before the patch: the drain checks t_updates and
  * EXTEND adds, checks and undoes under t_handle_lock, a spinlock. In
  * TXN_ATOMIC, the code after it, there is no transaction spinlock: the
  * last STOP's atomic_dec_and_test() wakes the committer with no lock
@@ -228,10 +228,10 @@ enum lp_op {
  * back with atomic_sub() when the sum is over the limit, so the count may
  * overshoot the limit for a moment but the credits granted never do.
  *
- * A new arena's transaction is TXN_LOCKED with LP_TXN_CREDITS_DEFAULT.
+ * A new arena's transaction is TXN_HANDLE_LOCK with LP_TXN_CREDITS_DEFAULT.
  */
 enum lp_txn_flavor {
-	LP_TXN_LOCKED		= 0,	/* jbd2 before f7f497cb7024 */
+	LP_TXN_HANDLE_LOCK		= 0,	/* jbd2 before f7f497cb7024 */
 	LP_TXN_ATOMIC		= 1,	/* jbd2 after it */
 	LP_TXN_FLAVOR_COUNT
 };
