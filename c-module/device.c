@@ -114,6 +114,7 @@ static_assert(sizeof(struct lp_txn_configure) ==
 static_assert(sizeof(struct lp_txn_start) ==
 	      LP_F(lp_txn_start, tid) +
 	      LP_F(lp_txn_start, handle) +
+	      LP_F(lp_txn_start, nblocks) +
 	      LP_F(lp_txn_start, reserved));
 static_assert(sizeof(struct lp_txn_stop) ==
 	      LP_F(lp_txn_stop, handle) +
@@ -143,6 +144,9 @@ static_assert(sizeof(struct lp_txn_stat) ==
 	      LP_F(lp_txn_stat, handles) +
 	      LP_F(lp_txn_stat, committed) +
 	      LP_F(lp_txn_stat, late_starts) +
+	      LP_F(lp_txn_stat, max_wait_ns) +
+	      LP_F(lp_txn_stat, overshoots) +
+	      LP_F(lp_txn_stat, credits_hwm) +
 	      LP_F(lp_txn_stat, reserved));
 #undef LP_F
 
@@ -480,11 +484,13 @@ static long lp_txn_configure_ioctl(struct lp_arena *arena, void __user *argp)
 /*
  * START, all or nothing, as NEW: reserve the handle and allocate it,
  * start it, copy the answer out, and only then publish. If the copy
- * fails, the handle is stopped again (which may wake a drain) and
- * nothing stays behind.
+ * fails, the handle is stopped again (which gives its credits back and
+ * may wake a drain) and nothing stays behind. The START's wait counts
+ * from the ioctl's entry.
  */
 static long lp_txn_start_ioctl(struct lp_arena *arena, void __user *argp)
 {
+	u64 ts = ktime_get_ns();
 	struct lp_txn_handle *h;
 	struct lp_txn_start a;
 	int err;
@@ -492,6 +498,8 @@ static long lp_txn_start_ioctl(struct lp_arena *arena, void __user *argp)
 	err = lp_copy_in(a, argp);
 	if (err)
 		return err;
+	if (a.nblocks > LP_TXN_CREDITS_MAX)
+		return -EINVAL;
 	err = lp_txn_handle_reserve(arena, &a.handle);
 	if (err)
 		return err;
@@ -500,7 +508,7 @@ static long lp_txn_start_ioctl(struct lp_arena *arena, void __user *argp)
 		err = -ENOMEM;
 		goto out_release;
 	}
-	err = lp_txn_start(&arena->txn, h);
+	err = lp_txn_start(&arena->txn, h, a.nblocks, ts);
 	if (err)
 		goto out_free;
 	a.tid = h->tid;
@@ -617,24 +625,44 @@ static u64 lp_run_id(struct lp_arena *arena, const struct lp_run *r)
 }
 
 /*
- * The handle a TXN_EXTEND loop extends: its own, not in the file's
- * table, started lazily and stopped whenever COMMIT locks the
- * transaction (so that the drain can end), and when the loop ends.
+ * A TXN loop's state: the handle a TXN_EXTEND loop extends, its own, not
+ * in the file's table, started lazily and stopped whenever COMMIT locks
+ * the transaction (so that the drain can end), and when the loop ends;
+ * and when the START being retried began: jbd2's start_this_handle()
+ * takes its time once and keeps it across its retries, so that
+ * t_max_wait sees the whole wait.
  */
 struct lp_run_txn {
 	struct lp_txn_handle h;
+	u64 ts;
 	bool started;
+	bool retrying;
 };
 
+/* Start @h, or count a refusal and keep the START's time for the retry. */
+static int lp_run_txn_start(struct lp_txn *txn, struct lp_run_txn *t,
+			    struct lp_txn_handle *h, u32 nblocks)
+{
+	int err;
+
+	if (!t->retrying)
+		t->ts = ktime_get_ns();
+	err = lp_txn_start(txn, h, nblocks, t->ts);
+	t->retrying = err != 0;
+	return err;
+}
+
 /*
- * One TXN_START_STOP iteration: a handle on the stack, started and
- * stopped. Return: 1, or 0 (r->failed counted) if the start was refused.
+ * One TXN_START_STOP iteration: a handle on the stack with r->value
+ * credits, started and stopped. Return: 1, or 0 (r->failed counted) if
+ * the start was refused.
  */
-static int lp_run_txn_start_stop(struct lp_txn *txn, struct lp_run *r)
+static int lp_run_txn_start_stop(struct lp_txn *txn, struct lp_run *r,
+				 struct lp_run_txn *t)
 {
 	struct lp_txn_handle h;
 
-	if (lp_txn_start(txn, &h)) {
+	if (lp_run_txn_start(txn, t, &h, r->value)) {
 		r->failed++;
 		return 0;
 	}
@@ -655,7 +683,7 @@ static int lp_run_txn_extend(struct lp_txn *txn, struct lp_run *r,
 	int err;
 
 	if (!t->started) {
-		if (lp_txn_start(txn, &t->h)) {
+		if (lp_run_txn_start(txn, t, &t->h, 0)) {
 			r->failed++;
 			return 0;
 		}
@@ -749,7 +777,7 @@ static int lp_run_one(struct lp_arena *arena, struct lp_run *r,
 		atomic_inc(&arena->floor);
 		return 1;
 	case LP_OP_TXN_START_STOP:
-		return lp_run_txn_start_stop(&arena->txn, r);
+		return lp_run_txn_start_stop(&arena->txn, r, t);
 	case LP_OP_TXN_EXTEND:
 		return lp_run_txn_extend(&arena->txn, r, t);
 	case LP_OP_EMPTY:
@@ -787,7 +815,7 @@ static int lp_run_one(struct lp_arena *arena, struct lp_run *r,
  */
 static long lp_run(struct lp_arena *arena, void __user *argp)
 {
-	struct lp_run_txn t = { .started = false };
+	struct lp_run_txn t = { .started = false, .retrying = false };
 	struct lp_gadget *g = NULL;
 	u64 i, start, completed = 0;
 	struct lp_run r;
@@ -796,7 +824,7 @@ static long lp_run(struct lp_arena *arena, void __user *argp)
 	err = lp_copy_in(r, argp);
 	if (err)
 		return err;
-	/* @value: an RMW operand, an id, TXN_EXTEND's credits, or ignored. */
+	/* @value: an RMW operand, an id, a TXN op's credits, or ignored. */
 	if (r.op == LP_OP_RACY_INC && !racy_control)
 		return -EOPNOTSUPP;
 	if (r.op == LP_OP_RACY_INC && r.value > 1)
@@ -804,7 +832,8 @@ static long lp_run(struct lp_arena *arena, void __user *argp)
 	if ((r.op >= LP_OP_COUNT && r.op != LP_OP_RACY_INC) ||
 	    (lp_op_is_rmw(r.op) && r.value > LP_RMW_VALUE_MAX) ||
 	    (r.op == LP_OP_TXN_EXTEND &&
-	     (!r.value || r.value > LP_TXN_CREDITS_MAX)))
+	     (!r.value || r.value > LP_TXN_CREDITS_MAX)) ||
+	    (r.op == LP_OP_TXN_START_STOP && r.value > LP_TXN_CREDITS_MAX))
 		return -EINVAL;
 	if (r.iterations > LP_RUN_MAX_ITERATIONS)
 		return -E2BIG;

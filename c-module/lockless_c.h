@@ -69,18 +69,27 @@ struct lp_gadget {
  * @j_state_lock: START and EXTEND take it shared, COMMIT, STAT and
  *		  TXN_CONFIGURE exclusive
  * @j_wait_updates: the drain's wait queue; the last STOP wakes it
- * @t_handle_lock: TXN_HANDLE_LOCK only: the spinlock commit f7f497cb7024 killed
+ * @t_handle_lock: TXN_HANDLE_LOCK only: the spinlock commit f7f497cb7024
+ *		   killed
  * @j_commit_mutex: serializes the COMMITs of one arena
  * @flavor: enum lp_txn_flavor; written under @j_state_lock exclusive
  * @t_state: enum lp_txn_state; written under @j_state_lock exclusive
  * @t_tid: the transaction's id; written under @j_state_lock exclusive
+ * @t_start: when the transaction opened (ktime_get_ns()); written under
+ *	     @j_state_lock exclusive
  * @j_max_transaction_buffers: the credit limit; written under
  *			       @j_state_lock exclusive
  * @t_updates: handles running in the transaction
  * @t_outstanding_credits: credits granted to running handles (plus, for a
- *			   moment, requests being checked in TXN_ATOMIC)
+ *			   moment, requests being checked)
+ * @t_max_wait: the longest a START of this transaction waited for it to
+ *		open, in ns; raised under @t_handle_lock (TXN_HANDLE_LOCK) or
+ *		by cmpxchg() (TXN_ATOMIC) with @j_state_lock shared, reset
+ *		under it exclusive
  * @committed: COMMITs that succeeded; under @j_state_lock exclusive
  * @late_starts: STARTs that saw @t_tid change under them (0 unless broken)
+ * @overshoots: adders that found @t_outstanding_credits above the limit
+ * @credits_hwm: the largest @t_outstanding_credits an adder found
  *
  * One transaction per arena, reused: a COMMIT opens the next one in its
  * place (@t_tid + 1) instead of allocating it.
@@ -93,11 +102,15 @@ struct lp_txn {
 	u32 flavor;
 	u32 t_state;
 	u64 t_tid;
+	u64 t_start;
 	int j_max_transaction_buffers;
 	atomic_t t_updates;
 	atomic_t t_outstanding_credits;
+	u64 t_max_wait;
 	u64 committed;
 	atomic64_t late_starts;
+	atomic64_t overshoots;
+	atomic_t credits_hwm;
 };
 
 /**
@@ -227,7 +240,8 @@ u64 lp_max_read(struct lp_arena *arena, u32 op);
 
 /* txn.c */
 void lp_txn_init(struct lp_txn *txn);
-int lp_txn_start(struct lp_txn *txn, struct lp_txn_handle *h);
+int lp_txn_start(struct lp_txn *txn, struct lp_txn_handle *h, u32 nblocks,
+		 u64 ts);
 u32 lp_txn_stop(struct lp_txn *txn, struct lp_txn_handle *h);
 int lp_txn_extend(struct lp_txn *txn, struct lp_txn_handle *h, u32 nblocks,
 		  u32 *seen);

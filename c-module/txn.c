@@ -2,9 +2,11 @@
 /*
  * txn.c - the transaction of jbd2 (fs/jbd2/transaction.c) around commit
  * f7f497cb7024 ("jbd2: kill t_handle_lock transaction spinlock"): the
- * t_updates drain of jbd2_journal_wait_updates() and the credit check of
- * jbd2_journal_extend(), with t_handle_lock (TXN_HANDLE_LOCK, before the patch)
- * and without it (TXN_ATOMIC, after).
+ * t_updates drain of jbd2_journal_wait_updates(), the credit check of
+ * jbd2_journal_extend() and update_t_max_wait(), the three sites of the
+ * patch, with t_handle_lock (TXN_HANDLE_LOCK, before the patch) and without
+ * it (TXN_ATOMIC, after); and start_this_handle()'s credits, which no
+ * transaction spinlock ever guarded.
  *
  * Handles start and stop under nothing more than the shared j_state_lock
  * (STOP under no lock at all); COMMIT takes j_state_lock exclusive, marks
@@ -44,32 +46,135 @@ void lp_txn_init(struct lp_txn *txn)
 	txn->flavor = LP_TXN_HANDLE_LOCK;
 	txn->t_state = LP_TXN_RUNNING;
 	txn->t_tid = 0;
+	txn->t_start = ktime_get_ns();
 	txn->j_max_transaction_buffers = LP_TXN_CREDITS_DEFAULT;
 	atomic_set(&txn->t_updates, 0);
 	atomic_set(&txn->t_outstanding_credits, 0);
+	txn->t_max_wait = 0;
 	atomic64_set(&txn->late_starts, 0);
+	atomic64_set(&txn->overshoots, 0);
+	atomic_set(&txn->credits_hwm, 0);
+}
+
+/*
+ * Not jbd2's: what TXN_STAT reports of the adders. @found is the sum an
+ * adder found before its own request: above the limit, another request,
+ * about to be refused and taken back, was in flight (an overshoot).
+ * Relaxed: the counters order nothing.
+ */
+static void lp_txn_note_found(struct lp_txn *txn, int found)
+{
+	int hwm = atomic_read(&txn->credits_hwm);
+
+	if (found > txn->j_max_transaction_buffers)
+		atomic64_inc(&txn->overshoots);
+	while (hwm < found &&
+	       !atomic_try_cmpxchg_relaxed(&txn->credits_hwm, &hwm, found))
+		;
+}
+
+/**
+ * lp_add_transaction_credits() - add a request to the outstanding credits
+ * @txn: the transaction, running; j_state_lock held shared
+ * @nblocks: the credits wanted, at most LP_TXN_CREDITS_MAX
+ * @wanted: out: the sum with this request added, as the add returned it
+ *
+ * jbd2's add_transaction_credits() (START) and the same lines of
+ * jbd2_journal_extend(): atomic_add_return(), then atomic_sub() to take
+ * the request back when the sum is over the limit. START calls it with no
+ * transaction spinlock in either flavor, as jbd2 did before the patch too;
+ * TXN_HANDLE_LOCK's EXTEND holds t_handle_lock around it, which excludes
+ * only other EXTENDs. So the sum may overshoot the limit for a moment, yet
+ * what is granted never does: each grant checked a sum that included
+ * every credit granted before it (litmus jbd2-extend-undo.litmus).
+ *
+ * The sum cannot wrap: a request above the limit is refused before it is
+ * added (jbd2's "wants too many credits"), so each request in flight is
+ * at most LP_TXN_CREDITS_MAX (2^20), and a refused one is in flight only
+ * between the add and the undo, under read_lock(), preemption off: at
+ * most one per CPU. The sum stays below (NR_CPUS + 1) * 2^20, and a sum
+ * that wrapped below zero would be refused all the same.
+ *
+ * Return: 0, or -ENOSPC if the credits would exceed the limit (nothing
+ * added then).
+ */
+static int lp_add_transaction_credits(struct lp_txn *txn, u32 nblocks,
+				      int *wanted)
+{
+	int max = txn->j_max_transaction_buffers;
+
+	/* max > 0: the request fits an int once it passes. */
+	if (nblocks > (u32)max)
+		return -ENOSPC;
+	*wanted = atomic_add_return(nblocks, &txn->t_outstanding_credits);
+	lp_txn_note_found(txn, *wanted - (int)nblocks);
+	if (*wanted < 0 || *wanted > max) {
+		atomic_sub(nblocks, &txn->t_outstanding_credits);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+/**
+ * lp_txn_update_max_wait() - jbd2's update_t_max_wait(), the third site
+ * @txn: the transaction; j_state_lock held shared
+ * @ts: when the START began (ktime_get_ns())
+ *
+ * If the transaction opened after @ts, the START waited for it: raise
+ * t_max_wait to that wait. TXN_HANDLE_LOCK, before the patch: compare
+ * and store under t_handle_lock. TXN_ATOMIC, the patch's loop:
+ * READ_ONCE(), then ``while (old < new) old = cmpxchg(...)``; cmpxchg()
+ * is fully ordered and returns what it found, so the loop ends once the
+ * maximum is at least @new, whoever stored it (litmus
+ * jbd2-max-spinlock.litmus and jbd2-max-cmpxchg.litmus, the same loops).
+ */
+static void lp_txn_update_max_wait(struct lp_txn *txn, u64 ts)
+{
+	u64 newts, oldts;
+
+	if (txn->t_start <= ts)
+		return;
+	newts = txn->t_start - ts;
+	if (txn->flavor == LP_TXN_HANDLE_LOCK) {
+		spin_lock(&txn->t_handle_lock);
+		if (newts > txn->t_max_wait)
+			txn->t_max_wait = newts;
+		spin_unlock(&txn->t_handle_lock);
+		return;
+	}
+	oldts = READ_ONCE(txn->t_max_wait);
+	while (oldts < newts)
+		oldts = cmpxchg(&txn->t_max_wait, oldts, newts);
 }
 
 /**
  * lp_txn_start() - count a new handle in the running transaction
  * @txn: the transaction
  * @h: the handle, owned by the caller
+ * @nblocks: the credits it starts with, at most LP_TXN_CREDITS_MAX
+ * @ts: when the START began (ktime_get_ns()), kept across retries
  *
- * jbd2's start_this_handle(). The check of @t_state and the increment of
- * @t_updates both run under the shared j_state_lock, and the committer
- * takes it exclusive to lock the transaction and to read @t_updates
- * (commit message 1.b): it excludes the whole check-and-increment, so a
- * START either counted its handle before the committer's lock (and the
- * drain waits for it) or sees the transaction locked and answers -EAGAIN;
- * it never counts a handle the drain has already seen zero without.
+ * jbd2's start_this_handle(): under the shared j_state_lock, the state
+ * check, the credits (lp_add_transaction_credits(); none for 0), the
+ * wait (lp_txn_update_max_wait()), then the handle counted in @t_updates.
+ * The check of @t_state and the increment of @t_updates both run under
+ * the shared j_state_lock, and the committer takes it exclusive to lock
+ * the transaction and to read @t_updates (commit message 1.b): it
+ * excludes the whole check-and-increment, so a START either counted its
+ * handle before the committer's lock (and the drain waits for it) or sees
+ * the transaction locked and answers -EAGAIN; it never counts a handle
+ * the drain has already seen zero without.
  * Litmus: shared-tests/litmus/jbd2-start-vs-drain.litmus. The re-read of
  * @t_tid after the increment counts, in @late_starts, the STARTs that
  * break this (always 0 here).
  *
- * Return: 0, or -EAGAIN if the transaction is locked for commit.
+ * Return: 0, -EAGAIN if the transaction is locked for commit, or -ENOSPC
+ * if the credits would exceed the limit.
  */
-int lp_txn_start(struct lp_txn *txn, struct lp_txn_handle *h)
+int lp_txn_start(struct lp_txn *txn, struct lp_txn_handle *h, u32 nblocks,
+		 u64 ts)
 {
+	int wanted;
 	u64 tid;
 
 	read_lock(&txn->j_state_lock);
@@ -77,13 +182,19 @@ int lp_txn_start(struct lp_txn *txn, struct lp_txn_handle *h)
 		read_unlock(&txn->j_state_lock);
 		return -EAGAIN;
 	}
+	if (nblocks &&
+	    lp_add_transaction_credits(txn, nblocks, &wanted)) {
+		read_unlock(&txn->j_state_lock);
+		return -ENOSPC;
+	}
+	lp_txn_update_max_wait(txn, ts);
 	tid = txn->t_tid;
 	atomic_inc(&txn->t_updates);
 	if (READ_ONCE(txn->t_tid) != tid)
 		atomic64_inc(&txn->late_starts);
 	read_unlock(&txn->j_state_lock);
 	h->tid = tid;
-	h->credits = 0;
+	h->credits = nblocks;
 	return 0;
 }
 
@@ -122,15 +233,16 @@ u32 lp_txn_stop(struct lp_txn *txn, struct lp_txn_handle *h)
  * @nblocks: the credits wanted, 1..LP_TXN_CREDITS_MAX
  * @seen: out: @t_outstanding_credits with this request added
  *
- * jbd2_journal_extend(). The add-return and its undo run under the shared
- * j_state_lock, so a holder of the exclusive lock (COMMIT, STAT) never
- * sees an extend half done. In TXN_ATOMIC, other extends run between the
- * add and the undo: the sum may overshoot the limit for a moment, and an
- * extend may be refused because of a request that is itself refused, but
- * what is granted never exceeds the limit (each grant checked a sum that
- * includes every credit granted before it). TXN_HANDLE_LOCK does the same
- * under t_handle_lock, so no one sees an overshoot. Litmus:
- * shared-tests/litmus/jbd2-extend-undo.litmus.
+ * jbd2_journal_extend(). The add-return and its undo
+ * (lp_add_transaction_credits()) run under the shared j_state_lock, so a
+ * holder of the exclusive lock (COMMIT, STAT) never sees an extend half
+ * done. In TXN_ATOMIC, other extends and STARTs run between the add and
+ * the undo: the sum may overshoot the limit for a moment, and an extend
+ * may be refused because of a request that is itself refused, but what is
+ * granted never exceeds the limit. TXN_HANDLE_LOCK holds t_handle_lock
+ * around it, so no other EXTEND sees this one's request in flight; a
+ * START still may, and this EXTEND a START's: t_handle_lock never
+ * excluded START's add, which is why the patch could drop it here.
  *
  * Return: 0, -EAGAIN if the transaction is locked for commit, -ENOSPC if
  * the credits granted would exceed the limit (nothing granted then).
@@ -150,14 +262,10 @@ int lp_txn_extend(struct lp_txn *txn, struct lp_txn_handle *h, u32 nblocks,
 	locked = txn->flavor == LP_TXN_HANDLE_LOCK;
 	if (locked)
 		spin_lock(&txn->t_handle_lock);
-	wanted = atomic_add_return(nblocks, &txn->t_outstanding_credits);
-	if (wanted > txn->j_max_transaction_buffers) {
-		atomic_sub(nblocks, &txn->t_outstanding_credits);
-		err = -ENOSPC;
-	} else {
+	err = lp_add_transaction_credits(txn, nblocks, &wanted);
+	if (!err) {
 		h->credits += nblocks;
 		*seen = wanted;
-		err = 0;
 	}
 	if (locked)
 		spin_unlock(&txn->t_handle_lock);
@@ -282,6 +390,8 @@ int lp_txn_commit(struct lp_txn *txn, u32 timeout_ms,
 	smp_rmb();	/* t_updates == 0, then the credits given back */
 	WARN_ON_ONCE(atomic_read(&txn->t_outstanding_credits) != 0);
 	WRITE_ONCE(txn->t_tid, txn->t_tid + 1);
+	txn->t_start = ktime_get_ns();
+	txn->t_max_wait = 0;
 	txn->t_state = LP_TXN_RUNNING;
 	txn->committed++;
 unlock:
@@ -299,7 +409,7 @@ unlock:
  * Under j_state_lock exclusive, so no START or EXTEND is in progress; and
  * only with no handle running and no COMMIT draining, so no handle or
  * drain that read the old flavor (which decides whether t_handle_lock is
- * taken) is still using it.
+ * taken) is still using it. The overshoot counters start again.
  *
  * Return: 0, or -EBUSY if a handle runs or a COMMIT is draining.
  */
@@ -314,6 +424,8 @@ int lp_txn_configure(struct lp_txn *txn, u32 flavor, u32 max_credits)
 	} else {
 		txn->flavor = flavor;
 		txn->j_max_transaction_buffers = max_credits;
+		atomic64_set(&txn->overshoots, 0);
+		atomic_set(&txn->credits_hwm, 0);
 	}
 	write_unlock(&txn->j_state_lock);
 	return err;
@@ -324,8 +436,9 @@ int lp_txn_configure(struct lp_txn *txn, u32 flavor, u32 max_credits)
  * @txn: the transaction
  * @out: out: every field but handles (the file's table, not the txn's)
  *
- * Everything is read under j_state_lock exclusive: no EXTEND is half done,
- * so @t_outstanding_credits never shows a TXN_ATOMIC overshoot, and
+ * Everything is read under j_state_lock exclusive: no START or EXTEND is
+ * half done, so @t_outstanding_credits never shows an overshoot (the
+ * adders' own findings are @overshoots and @credits_hwm), and
  * state, tid and counters are one consistent snapshot. Handles that stop
  * meanwhile (no lock) may still lower @t_updates and the credits.
  */
@@ -340,6 +453,9 @@ void lp_txn_stat(struct lp_txn *txn, struct lp_txn_stat *out)
 	out->max_credits = txn->j_max_transaction_buffers;
 	out->committed = txn->committed;
 	out->late_starts = atomic64_read(&txn->late_starts);
+	out->max_wait_ns = txn->t_max_wait;
+	out->overshoots = atomic64_read(&txn->overshoots);
+	out->credits_hwm = atomic_read(&txn->credits_hwm);
 	write_unlock(&txn->j_state_lock);
 }
 

@@ -299,16 +299,33 @@ fn lp_run_id(arena: &Arena, r: &uapi::lp_run) -> u64 {
     r.value
 }
 
-/// RUN TXN_START_STOP's iteration: a handle of its own (not in the table),
-/// started and stopped at once. Returns 1 completed, 0 refused (locked for
-/// commit, counted in `failed`).
-fn lp_run_txn_start_stop(txn: &Txn, r: &mut uapi::lp_run) -> Result<u64> {
-    match txn.start() {
+/// `lp_run_txn_start()`: starts a handle of `nblocks` credits, or keeps, in
+/// `retry_ts`, when the refused START began, for the retry (see [`RunTxn`]).
+fn lp_run_txn_start(
+    txn: &Txn,
+    retry_ts: &mut Option<Instant<Monotonic>>,
+    nblocks: u32,
+) -> Result<TxnHandle> {
+    let ts = *retry_ts.get_or_insert_with(Instant::now);
+    let ret = txn.start(nblocks, ts);
+    if ret.is_ok() {
+        *retry_ts = None;
+    }
+    ret
+}
+
+/// RUN TXN_START_STOP's iteration: a handle of its own (not in the table) with
+/// `value` credits, started and stopped at once. Returns 1 completed, 0 refused
+/// (locked for commit, or over the credit limit; counted in `failed`).
+fn lp_run_txn_start_stop(t: &mut RunTxn<'_>, r: &mut uapi::lp_run) -> Result<u64> {
+    // `lp_run()` checked `value`: 0..=LP_TXN_CREDITS_MAX.
+    let nblocks = u32::try_from(r.value).map_err(|_| EINVAL)?;
+    match lp_run_txn_start(t.txn, &mut t.retry_ts, nblocks) {
         Ok(h) => {
-            txn.stop(h);
+            t.txn.stop(h);
             Ok(1)
         }
-        Err(e) if e == EAGAIN => {
+        Err(e) if e == EAGAIN || e == ENOSPC => {
             r.failed += 1;
             Ok(0)
         }
@@ -316,17 +333,19 @@ fn lp_run_txn_start_stop(txn: &Txn, r: &mut uapi::lp_run) -> Result<u64> {
     }
 }
 
-/// RUN TXN_EXTEND's iteration on the loop's private handle `h`, started here
-/// when there is none: extends it by `value` and gives the credits back at once.
+/// RUN TXN_EXTEND's iteration on the loop's private handle, started here when
+/// there is none: extends it by `value` and gives the credits back at once.
 /// Returns 1 completed, 0 refused (counted in `failed`): a START or an EXTEND
 /// refused because a COMMIT locked the transaction (the handle is then stopped,
 /// so that the drain can end), or an EXTEND over the limit.
-fn lp_run_txn_extend(txn: &Txn, r: &mut uapi::lp_run, h: &mut Option<TxnHandle>) -> Result<u64> {
+fn lp_run_txn_extend(t: &mut RunTxn<'_>, r: &mut uapi::lp_run) -> Result<u64> {
     // `lp_run()` checked `value`: 1..=LP_TXN_CREDITS_MAX.
     let nblocks = u32::try_from(r.value).map_err(|_| EINVAL)?;
+    let RunTxn { txn, h, retry_ts } = t;
+    let txn: &Txn = txn;
     let handle = match h {
         Some(handle) => handle,
-        None => match txn.start() {
+        None => match lp_run_txn_start(txn, retry_ts, 0) {
             Ok(new) => h.insert(new),
             Err(e) if e == EAGAIN => {
                 r.failed += 1;
@@ -355,14 +374,18 @@ fn lp_run_txn_extend(txn: &Txn, r: &mut uapi::lp_run, h: &mut Option<TxnHandle>)
     }
 }
 
-/// RUN TXN_EXTEND's private handle, stopped when the loop ends, on every way out
-/// of it.
-struct RunTxnHandle<'a> {
+/// `struct lp_run_txn`: a TXN loop's state. TXN_EXTEND's private handle, stopped
+/// when the loop ends, on every way out of it; and when the START being retried
+/// began (`None`: no START refused): jbd2's `start_this_handle()` takes its time
+/// once and keeps it across its retries, so that `t_max_wait` sees the whole
+/// wait.
+struct RunTxn<'a> {
     txn: &'a Txn,
     h: Option<TxnHandle>,
+    retry_ts: Option<Instant<Monotonic>>,
 }
 
-impl Drop for RunTxnHandle<'_> {
+impl Drop for RunTxn<'_> {
     fn drop(&mut self) {
         if let Some(h) = self.h.take() {
             self.txn.stop(h);
@@ -414,7 +437,7 @@ fn lp_run_one(
     arena: &Arena,
     r: &mut uapi::lp_run,
     g: Option<&GadgetRef>,
-    txn_h: &mut Option<TxnHandle>,
+    t: &mut RunTxn<'_>,
     i: u64,
 ) -> Result<u64> {
     match r.op {
@@ -436,8 +459,8 @@ fn lp_run_one(
             arena.floor.add(1, Relaxed);
             Ok(1)
         }
-        uapi::LP_OP_TXN_START_STOP => lp_run_txn_start_stop(&arena.txn, r),
-        uapi::LP_OP_TXN_EXTEND => lp_run_txn_extend(&arena.txn, r, txn_h),
+        uapi::LP_OP_TXN_START_STOP => lp_run_txn_start_stop(t, r),
+        uapi::LP_OP_TXN_EXTEND => lp_run_txn_extend(t, r),
         uapi::LP_OP_EMPTY => Ok(1),
         uapi::LP_OP_RACY_INC if r.value != 0 => {
             // A race condition, not a data race: C's READ_ONCE()/WRITE_ONCE().
@@ -504,7 +527,7 @@ fn fatal_signal_pending() -> bool {
 fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut r, writer) = copy_in::<uapi::lp_run>(arg)?;
     // `value` is an RMW operand only for RMW ops; else an id, or ignored.
-    // A TXN_EXTEND value is a credit count.
+    // A TXN op's value is a credit count.
     if r.op == uapi::LP_OP_RACY_INC && !racy_control() {
         return Err(EOPNOTSUPP);
     }
@@ -515,6 +538,7 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
         || (rmw::op_is_rmw(r.op) && r.value > u64::from(uapi::LP_RMW_VALUE_MAX))
         || (r.op == uapi::LP_OP_TXN_EXTEND
             && (r.value == 0 || r.value > u64::from(uapi::LP_TXN_CREDITS_MAX)))
+        || (r.op == uapi::LP_OP_TXN_START_STOP && r.value > u64::from(uapi::LP_TXN_CREDITS_MAX))
     {
         return Err(EINVAL);
     }
@@ -541,13 +565,14 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
     r.delta = 0;
     r.broken = 0;
     let mut completed = 0u64;
-    let mut txn_h = RunTxnHandle {
+    let mut t = RunTxn {
         txn: &arena.txn,
         h: None,
+        retry_ts: None,
     };
     let start = Instant::<Monotonic>::now();
     for i in 0..r.iterations {
-        completed += lp_run_one(arena, &mut r, g.as_ref(), &mut txn_h.h, i)?;
+        completed += lp_run_one(arena, &mut r, g.as_ref(), &mut t, i)?;
         if (i + 1) % u64::from(uapi::LP_RUN_CHECK_EVERY) != 0 {
             continue;
         }
@@ -557,7 +582,7 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
         }
         kernel::task::might_sleep();
     }
-    drop(txn_h);
+    drop(t);
     r.elapsed_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(0);
     r.completed = completed;
     if r.op == uapi::LP_OP_RACY_INC {
@@ -581,12 +606,18 @@ fn lp_txn_configure_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
 }
 
 /// `lp_txn_start_ioctl()`: all or nothing, like NEW. Reserves a handle, starts
-/// (`EAGAIN` while a COMMIT drains), copies the answer out, and only then
-/// publishes; if the copy fails, stops the handle again and frees the slot.
+/// (`EAGAIN` while a COMMIT drains, `ENOSPC` over the credit limit), copies the
+/// answer out, and only then publishes; if the copy fails, stops the handle
+/// again (giving its credits back) and frees the slot. The START's wait counts
+/// from the ioctl's entry.
 fn lp_txn_start_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
+    let ts = Instant::<Monotonic>::now();
     let (mut s, writer) = copy_in::<uapi::lp_txn_start>(arg)?;
+    if s.nblocks > uapi::LP_TXN_CREDITS_MAX {
+        return Err(EINVAL);
+    }
     let handle = arena.txn_handle_reserve()?;
-    let h = match arena.txn.start() {
+    let h = match arena.txn.start(s.nblocks, ts) {
         Ok(h) => h,
         Err(e) => {
             arena.txn_handle_release(handle);

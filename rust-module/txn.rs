@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The transaction: jbd2's `t_updates` drain and `jbd2_journal_extend()`, before
-//! (TXN_HANDLE_LOCK) and after (TXN_ATOMIC) commit f7f497cb7024 ("jbd2: kill
-//! t_handle_lock transaction spinlock").
+//! The transaction: jbd2's `t_updates` drain, `jbd2_journal_extend()` and
+//! `update_t_max_wait()`, the three sites of commit f7f497cb7024 ("jbd2: kill
+//! t_handle_lock transaction spinlock"), before (TXN_HANDLE_LOCK) and after
+//! (TXN_ATOMIC) it; and `start_this_handle()`'s credits, which no transaction
+//! spinlock ever guarded.
 //!
 //! Mirrors `c-module/txn.c`, function for function and in the same order. Each
 //! arena has one [`Txn`], reused across commits: START counts a handle in
@@ -48,6 +50,8 @@ pub(crate) struct TxnState {
     /// to catch a START that COMMIT does not exclude, and if that ever happened, a
     /// plain field would be written while read, a data race (UB in Rust).
     t_tid: Atomic<u64>,
+    /// When the running transaction opened (C's `ktime_get_ns()`).
+    t_start: Instant<Monotonic>,
     /// The credit limit (`u32` in the UAPI, at most `LP_TXN_CREDITS_MAX`; an `int`
     /// in jbd2, compared with `t_outstanding_credits`).
     j_max_transaction_buffers: i32,
@@ -81,11 +85,20 @@ pub(crate) struct Txn {
     j_commit_mutex: Mutex<()>,
     /// Handles running in the transaction.
     t_updates: Atomic<i32>,
-    /// Credits granted to running handles (and, for a moment, asked by EXTENDs
-    /// in flight).
+    /// Credits granted to running handles (and, for a moment, requests being
+    /// checked).
     t_outstanding_credits: Atomic<i32>,
+    /// The longest a START of this transaction waited for it to open, in ns;
+    /// raised under `t_handle_lock` (TXN_HANDLE_LOCK) or by cmpxchg (TXN_ATOMIC)
+    /// with `j_state_lock` shared, reset under it exclusive. An atomic, as C's
+    /// plain `u64` is written by cmpxchg() in one flavor.
+    t_max_wait: Atomic<u64>,
     /// STARTs that saw the tid change under them: 0 unless START is broken.
     late_starts: Atomic<u64>,
+    /// Adders that found `t_outstanding_credits` above the limit.
+    overshoots: Atomic<u64>,
+    /// The largest `t_outstanding_credits` an adder found.
+    credits_hwm: Atomic<i32>,
 }
 
 /// `enum lp_txn_flavor` of the code before the patch: the transaction spinlock.
@@ -103,6 +116,7 @@ impl Txn {
                     flavor: uapi::LP_TXN_HANDLE_LOCK,
                     t_state: uapi::LP_TXN_RUNNING,
                     t_tid: Atomic::new(0),
+                    t_start: Instant::now(),
                     j_max_transaction_buffers: uapi::LP_TXN_CREDITS_DEFAULT as i32,
                     committed: 0,
                 },
@@ -113,12 +127,107 @@ impl Txn {
             j_commit_mutex <- new_mutex!((), "lp_txn.j_commit_mutex"),
             t_updates: Atomic::new(0),
             t_outstanding_credits: Atomic::new(0),
+            t_max_wait: Atomic::new(0),
             late_starts: Atomic::new(0),
+            overshoots: Atomic::new(0),
+            credits_hwm: Atomic::new(0),
         })
     }
 
+    /// `lp_txn_note_found()`: not jbd2's: what TXN_STAT reports of the adders.
+    /// `found` is the sum an adder found before its own request: above the
+    /// limit, another request, about to be refused and taken back, was in flight
+    /// (an overshoot). Relaxed: the counters order nothing.
+    fn note_found(&self, state: &TxnState, found: i32) {
+        let mut hwm = self.credits_hwm.load(Relaxed);
+        if found > state.j_max_transaction_buffers {
+            self.overshoots.add(1, Relaxed);
+        }
+        while hwm < found {
+            match self.credits_hwm.cmpxchg(hwm, found, Relaxed) {
+                Ok(_) => break,
+                Err(now) => hwm = now,
+            }
+        }
+    }
+
+    /// `lp_add_transaction_credits()`: jbd2's `add_transaction_credits()` (START)
+    /// and the same lines of `jbd2_journal_extend()`: `atomic_add_return()`
+    /// (`fetch_add(Full)`), then `atomic_sub()` to take the request back when the
+    /// sum is over the limit. Returns the sum with this request added, or
+    /// `ENOSPC` (nothing added then). `state` is the shared `j_state_lock` guard;
+    /// the transaction is running.
+    ///
+    /// START calls it with no transaction spinlock in either flavor, as jbd2 did
+    /// before the patch too; TXN_HANDLE_LOCK's EXTEND holds `t_handle_lock` around
+    /// it, which excludes only other EXTENDs. So the sum may overshoot the limit
+    /// for a moment, yet what is granted never does: each grant checked a sum
+    /// that included every credit granted before it (litmus
+    /// `jbd2-extend-undo.litmus`).
+    ///
+    /// The sum cannot wrap: a request above the limit is refused before it is
+    /// added (jbd2's "wants too many credits"), so each request in flight is at
+    /// most `LP_TXN_CREDITS_MAX` (2^20), and a refused one is in flight only
+    /// between the add and the undo, under `read_lock()`, preemption off: at most
+    /// one per CPU. The sum stays below (`NR_CPUS` + 1) * 2^20, and a sum that
+    /// wrapped below zero would be refused all the same.
+    fn add_transaction_credits(&self, state: &TxnState, nblocks: u32) -> Result<i32> {
+        let max = state.j_max_transaction_buffers;
+        // `max` > 0, so a `nblocks` that passes fits an `i32`.
+        let n = match i32::try_from(nblocks) {
+            Ok(n) if n <= max => n,
+            _ => return Err(ENOSPC),
+        };
+        let wanted = self
+            .t_outstanding_credits
+            .fetch_add(n, Full)
+            .wrapping_add(n);
+        self.note_found(state, wanted.wrapping_sub(n));
+        if wanted < 0 || wanted > max {
+            self.t_outstanding_credits.fetch_sub(n, Relaxed);
+            return Err(ENOSPC);
+        }
+        Ok(wanted)
+    }
+
+    /// `lp_txn_update_max_wait()`: jbd2's `update_t_max_wait()`, the third site.
+    /// `state` is the shared `j_state_lock` guard; `ts` is when the START began.
+    ///
+    /// If the transaction opened after `ts`, the START waited for it: raise
+    /// `t_max_wait` to that wait. TXN_HANDLE_LOCK, before the patch: compare and
+    /// store under `t_handle_lock` (relaxed loads and stores, C's plain accesses
+    /// under the lock). TXN_ATOMIC, the patch's loop: `READ_ONCE()`, then
+    /// `while (old < new) old = cmpxchg(...)`; the cmpxchg is fully ordered and
+    /// returns what it found, so the loop ends once the maximum is at least `new`,
+    /// whoever stored it (litmus `jbd2-max-spinlock.litmus` and
+    /// `jbd2-max-cmpxchg.litmus`, the same loops).
+    fn update_max_wait(&self, state: &TxnState, ts: Instant<Monotonic>) {
+        let waited = (state.t_start - ts).as_nanos();
+        if waited <= 0 {
+            return;
+        }
+        // Positive (above), so the cast is exact.
+        let newts = waited as u64;
+        if is_locked(state) {
+            let _handle_lock = self.t_handle_lock.lock();
+            if newts > self.t_max_wait.load(Relaxed) {
+                self.t_max_wait.store(newts, Relaxed);
+            }
+            return;
+        }
+        let mut oldts = self.t_max_wait.load(Relaxed);
+        while oldts < newts {
+            oldts = match self.t_max_wait.cmpxchg(oldts, newts, Full) {
+                Ok(old) | Err(old) => old,
+            };
+        }
+    }
+
     /// `lp_txn_start()`: jbd2's `start_this_handle()`. Refuses a transaction
-    /// locked for commit (`EAGAIN`), else counts a new handle in `t_updates`.
+    /// locked for commit (`EAGAIN`); adds `nblocks` credits
+    /// ([`Txn::add_transaction_credits`]; none for 0; `ENOSPC` over the limit);
+    /// records the wait since `ts`, when the START began, kept across retries
+    /// ([`Txn::update_max_wait`]); then counts a new handle in `t_updates`.
     ///
     /// The state check and the increment (`atomic_inc()`, unordered) both run
     /// under the shared `j_state_lock`, and COMMIT sets the state under the
@@ -129,11 +238,15 @@ impl Txn {
     /// zero (commit message 1.b; litmus `jbd2-start-vs-drain.litmus`). The tid is
     /// read again after the increment to count such late starts: it cannot change
     /// under the read lock, so `late_starts` stays 0.
-    pub(crate) fn start(&self) -> Result<TxnHandle> {
+    pub(crate) fn start(&self, nblocks: u32, ts: Instant<Monotonic>) -> Result<TxnHandle> {
         let state = self.j_state_lock.read();
         if state.t_state != uapi::LP_TXN_RUNNING {
             return Err(EAGAIN);
         }
+        if nblocks != 0 {
+            self.add_transaction_credits(&state, nblocks)?;
+        }
+        self.update_max_wait(&state, ts);
         let tid = state.t_tid.load(Relaxed);
         self.t_updates.add(1, Relaxed);
         // C's `READ_ONCE()`: `load()` is `atomic64_read()`, a volatile load, so this
@@ -142,7 +255,10 @@ impl Txn {
             self.late_starts.add(1, Relaxed);
         }
         drop(state);
-        Ok(TxnHandle { tid, credits: 0 })
+        Ok(TxnHandle {
+            tid,
+            credits: nblocks,
+        })
     }
 
     /// `lp_txn_stop()`: jbd2's `stop_this_handle()`, with no lock in either flavor.
@@ -176,33 +292,25 @@ impl Txn {
     /// `lp_txn_extend()`: `jbd2_journal_extend()`. Grants `nblocks` more credits to
     /// `h` unless the transaction is locked for commit (`EAGAIN`) or the credits
     /// granted would exceed the limit (`ENOSPC`; nothing granted). Returns
-    /// `t_outstanding_credits` with this request added, as it saw it. `EINVAL`
-    /// for an `nblocks` no `i32` holds (callers refuse 0 and anything above
-    /// `LP_TXN_CREDITS_MAX` first).
+    /// `t_outstanding_credits` with this request added, as it saw it.
     ///
-    /// The add (`atomic_add_return()`, fully ordered) and its undo run under the
+    /// The add and its undo ([`Txn::add_transaction_credits`]) run under the
     /// shared `j_state_lock`, so a reader holding it exclusively (COMMIT, STAT)
-    /// sees no half-done extend. In TXN_ATOMIC, extends run concurrently: the sum
-    /// may overshoot the limit for a moment, between one's add and its undo, but
-    /// what is granted never does, since each grant was checked against a sum
-    /// that included every grant before it (litmus `jbd2-extend-undo.litmus`). In
-    /// TXN_HANDLE_LOCK `t_handle_lock` makes the add-check-undo one step.
+    /// sees no half-done extend. In TXN_ATOMIC, other extends and STARTs run
+    /// between the add and the undo: the sum may overshoot the limit for a
+    /// moment, and an extend may be refused because of a request that is itself
+    /// refused, but what is granted never exceeds the limit. TXN_HANDLE_LOCK
+    /// holds `t_handle_lock` around it, so no other EXTEND sees this one's request
+    /// in flight; a START still may, and this EXTEND a START's: `t_handle_lock`
+    /// never excluded START's add, which is why the patch could drop it here.
     pub(crate) fn extend(&self, h: &mut TxnHandle, nblocks: u32) -> Result<u32> {
-        let n = i32::try_from(nblocks).map_err(|_| EINVAL)?;
         let state = self.j_state_lock.read();
         if state.t_state != uapi::LP_TXN_RUNNING {
             return Err(EAGAIN);
         }
         // Dropped before `state`: `spin_unlock()`, then `read_unlock()`.
         let _handle_lock = is_locked(&state).then(|| self.t_handle_lock.lock());
-        let wanted = self
-            .t_outstanding_credits
-            .fetch_add(n, Full)
-            .wrapping_add(n);
-        if wanted > state.j_max_transaction_buffers {
-            self.t_outstanding_credits.fetch_sub(n, Relaxed);
-            return Err(ENOSPC);
-        }
+        let wanted = self.add_transaction_credits(&state, nblocks)?;
         h.credits += nblocks;
         // 0 < `wanted` <= the limit.
         Ok(wanted as u32)
@@ -291,14 +399,17 @@ impl Txn {
         // C's `WRITE_ONCE()`: START's late-start check may read it (atomically).
         let next = state.t_tid.get_mut().wrapping_add(1);
         state.t_tid.store(next, Relaxed);
+        state.t_start = Instant::now();
+        self.t_max_wait.store(0, Relaxed);
         state.t_state = uapi::LP_TXN_RUNNING;
         state.committed += 1;
         Ok(())
     }
 
-    /// `lp_txn_configure()`: sets the flavor and the credit limit. `EINVAL` for
-    /// an unknown flavor or a limit out of 1..=`LP_TXN_CREDITS_MAX` (checked
-    /// before the lock), `EBUSY` while a handle runs or a COMMIT is draining.
+    /// `lp_txn_configure()`: sets the flavor and the credit limit, and starts the
+    /// overshoot counters again. `EINVAL` for an unknown flavor or a limit out of
+    /// 1..=`LP_TXN_CREDITS_MAX` (checked before the lock), `EBUSY` while a handle
+    /// runs or a COMMIT is draining.
     pub(crate) fn configure(&self, flavor: u32, max_credits: u32) -> Result {
         if flavor >= uapi::LP_TXN_FLAVOR_COUNT
             || max_credits == 0
@@ -313,12 +424,15 @@ impl Txn {
         state.flavor = flavor;
         // At most LP_TXN_CREDITS_MAX (above): fits an `i32`.
         state.j_max_transaction_buffers = max_credits as i32;
+        self.overshoots.store(0, Relaxed);
+        self.credits_hwm.store(0, Relaxed);
         Ok(())
     }
 
     /// `lp_txn_stat()`: fills `out` (all but `handles`, which the arena's table
     /// counts), everything read under the exclusive `j_state_lock`, so that
-    /// `credits` includes no half-done EXTEND.
+    /// `credits` includes no half-done START or EXTEND (the adders' own findings
+    /// are `overshoots` and `credits_hwm`).
     pub(crate) fn stat(&self, out: &mut uapi::lp_txn_stat) {
         let mut state = self.j_state_lock.write();
         out.flavor = state.flavor;
@@ -330,6 +444,10 @@ impl Txn {
         out.max_credits = state.j_max_transaction_buffers as u32;
         out.committed = state.committed;
         out.late_starts = self.late_starts.load(Relaxed);
+        out.max_wait_ns = self.t_max_wait.load(Relaxed);
+        out.overshoots = self.overshoots.load(Relaxed);
+        // Never negative: 0 or a sum an adder found, which is at least 0.
+        out.credits_hwm = self.credits_hwm.load(Relaxed) as u32;
     }
 }
 

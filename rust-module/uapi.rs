@@ -136,6 +136,7 @@ no_padding!(
     lp_txn_start {
         tid,
         handle,
+        nblocks,
         reserved
     },
     lp_txn_stop {
@@ -169,6 +170,9 @@ no_padding!(
         handles,
         committed,
         late_starts,
+        max_wait_ns,
+        overshoots,
+        credits_hwm,
         reserved
     },
 );

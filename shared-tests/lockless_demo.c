@@ -44,7 +44,7 @@
 /* Most handles, and most ids, one open() of a script receives. */
 #define LP_SYMS			32
 #define LP_WHAT			48
-#define LP_ANSWER		96
+#define LP_ANSWER		128
 #define LP_SYM			24
 
 /**
@@ -443,9 +443,10 @@ static void lp_txn_configure(struct lp_transcript *t, const char *what,
 }
 
 /* START: the handle is named like a gadget handle (the script has none). */
-static __u32 lp_txn_start(struct lp_transcript *t, const char *what)
+static __u32 lp_txn_start(struct lp_transcript *t, const char *what,
+			  __u32 nblocks)
 {
-	struct lp_txn_start s = { 0 };
+	struct lp_txn_start s = { .nblocks = nblocks };
 	int ret = lp_call(t, LP_IOC_TXN_START, &s);
 	char *a = lp_rec(t, what, ret);
 	char h[LP_SYM];
@@ -495,6 +496,7 @@ static void lp_txn_commit(struct lp_transcript *t, const char *what,
 			 c.tid, c.updates, c.credits);
 }
 
+/* TXN_STAT: whether a START waited, not how long (a time). */
 static void lp_txn_stat(struct lp_transcript *t, const char *what)
 {
 	struct lp_txn_stat s = { 0 };
@@ -502,11 +504,13 @@ static void lp_txn_stat(struct lp_transcript *t, const char *what)
 
 	if (a)
 		snprintf(a, LP_ANSWER,
-			 "0 %s state=%u tid=%llu updates=%u credits=%u/%u handles=%u committed=%llu late=%llu",
+			 "0 %s state=%u tid=%llu updates=%u credits=%u/%u handles=%u committed=%llu late=%llu waited=%s over=%llu hwm=%u",
 			 s.flavor < LP_TXN_FLAVOR_COUNT ?
 			 txn_flavor_names[s.flavor] : "?",
 			 s.state, s.tid, s.updates, s.credits, s.max_credits,
-			 s.handles, s.committed, s.late_starts);
+			 s.handles, s.committed, s.late_starts,
+			 s.max_wait_ns ? "yes" : "no", s.overshoots,
+			 s.credits_hwm);
 }
 
 /* ---- the scripts ------------------------------------------------------- */
@@ -654,11 +658,15 @@ static void lp_script_txn(struct lp_transcript *t, unsigned int op)
 			 txn_flavor_names[f]);
 		lp_txn_configure(t, "TXN_CONFIGURE, 0 credits", f, 0);
 		lp_txn_configure(t, "TXN_CONFIGURE", f, 10);
-		h = lp_txn_start(t, "START");
-		h2 = lp_txn_start(t, "START");
+		h = lp_txn_start(t, "START", 0);
+		h2 = lp_txn_start(t, "START 2 credits", 2);
 		lp_txn_extend(t, "EXTEND 4", h, 4);
-		lp_txn_extend(t, "EXTEND 6", h2, 6);
+		lp_txn_extend(t, "EXTEND 4", h2, 4);
 		lp_txn_extend(t, "EXTEND 1, full", h, 1);
+		lp_txn_start(t, "START 1, full", 1);
+		lp_txn_start(t, "START 11, above the limit", 11);
+		lp_txn_start(t, "START above LP_TXN_CREDITS_MAX",
+			     LP_TXN_CREDITS_MAX + 1);
 		lp_txn_extend(t, "EXTEND 0", h, 0);
 		lp_txn_configure(t, "TXN_CONFIGURE, running", f, 20);
 		lp_txn_commit(t, "COMMIT, no wait", 0);
@@ -667,10 +675,10 @@ static void lp_script_txn(struct lp_transcript *t, unsigned int op)
 		lp_txn_stop(t, "STOP again", h);
 		lp_txn_stop(t, "STOP", h2);
 		lp_txn_commit(t, "COMMIT", 1000);
-		lp_run(t, "RUN", op, LP_HANDLE_NONE, LP_DEMO_RUN,
-		       op == LP_OP_TXN_EXTEND ? 5 : 0);
+		lp_run(t, "RUN, 5 credits", op, LP_HANDLE_NONE, LP_DEMO_RUN,
+		       5);
 		lp_run(t, "RUN, over the limit", op, LP_HANDLE_NONE,
-		       LP_DEMO_RUN, op == LP_OP_TXN_EXTEND ? 11 : 0);
+		       LP_DEMO_RUN, 11);
 		lp_txn_stat(t, "TXN_STAT");
 	}
 	t->prefix[0] = '\0';

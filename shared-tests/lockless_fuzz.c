@@ -651,9 +651,13 @@ static void fz_generate(struct fz_gen *g, struct fz_step *st)
 			fz_below(&g->rng, 2 * LP_TXN_CREDITS_DEFAULT);
 		fz_reserved(g, x->reserved, sizeof(x->reserved));
 	} else if (r < 870) {
+		struct lp_txn_start *x = a;
+
 		st->ioc = 12;			/* TXN_START */
-		fz_reserved(g, ((struct lp_txn_start *)a)->reserved,
-			    sizeof(((struct lp_txn_start *)a)->reserved));
+		x->nblocks = fz_pct(&g->rng, 10) ?
+			LP_TXN_CREDITS_MAX + fz_below(&g->rng, 2) :
+			fz_below(&g->rng, LP_TXN_CREDITS_DEFAULT / 2);
+		fz_reserved(g, x->reserved, sizeof(x->reserved));
 	} else if (r < 910) {
 		struct lp_txn_stop *x = a;
 

@@ -2591,6 +2591,17 @@ static int lp_txn_start(int fd, __u32 *handle, __u64 *tid)
 	return ret;
 }
 
+/* A START that asks for @nblocks credits. */
+static int lp_txn_start_n(int fd, __u32 nblocks, __u32 *handle)
+{
+	struct lp_txn_start s = { .nblocks = nblocks };
+	int ret = lp_call(fd, LP_IOC_TXN_START, &s);
+
+	if (!ret)
+		*handle = s.handle;
+	return ret;
+}
+
 /* Returns the credits given back (>= 0) or -errno. */
 static int lp_txn_stop(int fd, __u32 handle)
 {
@@ -2635,7 +2646,7 @@ FIXTURE_VARIANT(txn)
 	__u32 flavor;		/* enum lp_txn_flavor */
 };
 
-FIXTURE_VARIANT_ADD(txn, c_locked)
+FIXTURE_VARIANT_ADD(txn, c_handle_lock)
 {
 	.path = LP_DEV_C,
 	.module = "lockless_c",
@@ -2649,7 +2660,7 @@ FIXTURE_VARIANT_ADD(txn, c_atomic)
 	.flavor = LP_TXN_ATOMIC,
 };
 
-FIXTURE_VARIANT_ADD(txn, rust_locked)
+FIXTURE_VARIANT_ADD(txn, rust_handle_lock)
 {
 	.path = LP_DEV_RUST,
 	.module = "lockless_rust",
@@ -2924,7 +2935,7 @@ TEST_F(txn, bad_txn_input_gets_the_documented_errno)
 	cf.reserved[2] = 1;
 	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_TXN_CONFIGURE, &cf));
 	memset(&sa, 0, sizeof(sa));
-	sa.reserved[4] = 1;
+	sa.reserved[3] = 1;
 	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_TXN_START, &sa));
 	memset(&so, 0, sizeof(so));
 	so.reserved[0] = 1;
@@ -3338,6 +3349,275 @@ TEST_F_TIMEOUT(txn, extend_never_over_grants, LP_SLOW_TIMEOUT)
 		EXPECT_EQ(3, lp_txn_stop(self->fd, h[i]));
 	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
 	EXPECT_EQ(0, s.credits);
+}
+
+/*
+ * START takes its credits as EXTEND does (jbd2's add_transaction_credits():
+ * add, check, undo), and TXN_STAT reports what each adder found: the sum
+ * before its own request, which alone never exceeds the limit.
+ */
+TEST_F(txn, start_takes_its_credits_within_the_limit)
+{
+	struct lp_txn_extend e;
+	struct lp_txn_stat s;
+	struct lp_run run;
+	__u32 h, h2, h3;
+
+	ASSERT_EQ(0, lp_txn_configure(self->fd, variant->flavor, 10));
+	ASSERT_EQ(0, lp_txn_start_n(self->fd, 6, &h));
+	EXPECT_EQ(-ENOSPC, lp_txn_start_n(self->fd, 5, &h2));
+	/* Above the limit itself: refused before it is added. */
+	EXPECT_EQ(-ENOSPC, lp_txn_start_n(self->fd, 11, &h2));
+	EXPECT_EQ(-EINVAL, lp_txn_start_n(self->fd, LP_TXN_CREDITS_MAX + 1,
+					  &h2));
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(6, s.credits);
+	EXPECT_EQ(1, s.updates);
+	EXPECT_EQ(1, s.handles);
+	/* The refused START of 5 found 6; the one of 11 added nothing. */
+	EXPECT_EQ(6, s.credits_hwm);
+	EXPECT_EQ(0, s.overshoots);
+	/* No START waited for the transaction. */
+	EXPECT_EQ(0, s.max_wait_ns);
+
+	ASSERT_EQ(0, lp_txn_start_n(self->fd, 4, &h2));
+	EXPECT_EQ(-ENOSPC, lp_txn_extend(self->fd, h, 1, &e));
+	/* A START of no credits adds nothing, even at the limit. */
+	ASSERT_EQ(0, lp_txn_start_n(self->fd, 0, &h3));
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(10, s.credits);
+	EXPECT_EQ(3, s.updates);
+	EXPECT_EQ(10, s.credits_hwm);
+	EXPECT_EQ(0, s.overshoots);
+	EXPECT_EQ(6, lp_txn_stop(self->fd, h));
+	EXPECT_EQ(4, lp_txn_stop(self->fd, h2));
+	EXPECT_EQ(0, lp_txn_stop(self->fd, h3));
+
+	/* RUN TXN_START_STOP's value is each START's credits. */
+	ASSERT_EQ(0, lp_run(self->fd, LP_OP_TXN_START_STOP, 0, 100, 10, &run));
+	EXPECT_EQ(100, run.completed);
+	ASSERT_EQ(0, lp_run(self->fd, LP_OP_TXN_START_STOP, 0, 100, 11, &run));
+	EXPECT_EQ(0, run.completed);
+	EXPECT_EQ(100, run.failed);
+	EXPECT_EQ(-EINVAL, lp_run(self->fd, LP_OP_TXN_START_STOP, 0, 1,
+				  LP_TXN_CREDITS_MAX + 1, &run));
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(0, s.credits);
+	EXPECT_EQ(0, s.updates);
+	EXPECT_EQ(0, s.handles);
+	EXPECT_EQ(0, s.overshoots);
+	/* TXN_CONFIGURE starts the counters again. */
+	ASSERT_EQ(0, lp_txn_configure(self->fd, variant->flavor, 10));
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(0, s.credits_hwm);
+	EXPECT_EQ(0, txn_still_works(self->fd));
+}
+
+/*
+ * The overshoot race (the commit message's argument for dropping
+ * t_handle_lock from jbd2_journal_extend()): one handle holds every credit
+ * of the transaction, and a loop per CPU asks for one more, which is
+ * always refused. TXN_STAT counts the adders that found the sum above the
+ * limit, i.e. another's refused request in flight. With only EXTENDs
+ * adding, TXN_HANDLE_LOCK's t_handle_lock serializes the add-check-undo
+ * and nobody ever overshoots; TXN_ATOMIC overshoots. With STARTs adding
+ * too, which never took t_handle_lock, both flavors overshoot.
+ */
+#define LP_TXN_FULL		8
+/* Rounds of loops run while a wanted overshoot is unseen. */
+#define LP_OVERSHOOT_ROUNDS	20
+
+struct txn_overshoot {
+	int fd;
+	bool starts;		/* odd loops START instead of EXTEND */
+	int err;		/* __atomic */
+	unsigned long long granted, refused;
+};
+
+static void *txn_overshoot_thread(void *arg)
+{
+	struct lp_thread *t = arg;
+	struct txn_overshoot *sh = t->shared;
+	__u32 op = sh->starts && (t->index & 1) ? LP_OP_TXN_START_STOP :
+						  LP_OP_TXN_EXTEND;
+	struct lp_run run;
+	int ret;
+
+	ret = lp_run(sh->fd, op, 0, sizes.rmw_run, 1, &run);
+	if (ret) {
+		__atomic_store_n(&sh->err, ret, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	__atomic_add_fetch(&sh->granted, run.completed, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&sh->refused, run.failed, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+/*
+ * Fill the transaction, then run rounds of one loop per CPU, until an
+ * overshoot is seen if @want, else one round; leaves TXN_STAT in @s.
+ */
+static void txn_overshoot_rounds(struct __test_metadata *_metadata, int fd,
+				 __u32 flavor, bool starts, bool want,
+				 struct lp_txn_stat *s)
+{
+	struct txn_overshoot sh = { .fd = fd, .starts = starts };
+	int rounds = 0, n = nr_cpus();
+	struct lp_txn_extend e;
+	__u32 h;
+
+	ASSERT_LE(2, n);
+	ASSERT_EQ(0, lp_txn_configure(fd, flavor, LP_TXN_FULL));
+	ASSERT_EQ(0, lp_txn_start(fd, &h, NULL));
+	ASSERT_EQ(0, lp_txn_extend(fd, h, LP_TXN_FULL, &e));
+	do {
+		run_threads(n, txn_overshoot_thread, &sh);
+		ASSERT_EQ(0, sh.err) TH_LOG("%s", strerror(-sh.err));
+		ASSERT_EQ(0, lp_txn_stat(fd, s));
+		rounds++;
+	} while (want && !s->overshoots && rounds < LP_OVERSHOOT_ROUNDS);
+	/* The transaction was full throughout: nothing was granted. */
+	EXPECT_EQ(0, sh.granted);
+	EXPECT_EQ(rounds * n * sizes.rmw_run, sh.refused);
+	EXPECT_EQ(LP_TXN_FULL, s->credits);
+	/*
+	 * Every adder found at least the holder's credits, and at most one
+	 * request in flight per other loop.
+	 */
+	EXPECT_LE(LP_TXN_FULL, s->credits_hwm);
+	EXPECT_GE(LP_TXN_FULL + n - 1, s->credits_hwm);
+	EXPECT_EQ(s->overshoots != 0, s->credits_hwm > LP_TXN_FULL);
+	EXPECT_EQ(LP_TXN_FULL, lp_txn_stop(fd, h));
+	TH_LOG("%s%s: %llu overshoots in %d round(s) of %d loops, most found %u of %u",
+	       txn_flavor_names[flavor], starts ? ", STARTs and EXTENDs" : "",
+	       (unsigned long long)s->overshoots, rounds, n, s->credits_hwm,
+	       LP_TXN_FULL);
+}
+
+TEST_F_TIMEOUT(txn, only_extends_overshoot_in_txn_atomic_alone,
+	       LP_SLOW_TIMEOUT)
+{
+	bool atomic = variant->flavor == LP_TXN_ATOMIC;
+	struct lp_txn_stat s;
+
+	txn_overshoot_rounds(_metadata, self->fd, variant->flavor, false,
+			     atomic, &s);
+	if (atomic) {
+		EXPECT_LT(0, s.overshoots)
+			TH_LOG("TXN_ATOMIC's EXTENDs never overlapped");
+	} else {
+		EXPECT_EQ(0, s.overshoots)
+			TH_LOG("t_handle_lock did not serialize the EXTENDs");
+	}
+	EXPECT_EQ(0, txn_still_works(self->fd));
+}
+
+TEST_F_TIMEOUT(txn, starts_overshoot_in_both_flavors, LP_SLOW_TIMEOUT)
+{
+	struct lp_txn_stat s;
+
+	txn_overshoot_rounds(_metadata, self->fd, variant->flavor, true, true,
+			     &s);
+	EXPECT_LT(0, s.overshoots)
+		TH_LOG("no adder ever found another's request in flight");
+	EXPECT_EQ(0, txn_still_works(self->fd));
+}
+
+/*
+ * update_t_max_wait(), in START: a RUN TXN_START_STOP loop refused while a
+ * COMMIT drains keeps its first START's time, as jbd2's retry loop does,
+ * and the START that joins the next transaction records how long it
+ * waited for it to open: at least the time from its first refusal to the
+ * commit, at most the loop's whole run.
+ */
+struct txn_wait {
+	int fd;
+	int refused_all;	/* __atomic: a RUN call was refused throughout */
+	int err;
+	__u64 spanning_failed;	/* failed of the call that started again */
+	double t_first, t_done;
+};
+
+static void *txn_wait_committer(void *arg)
+{
+	struct txn_wait *sh = arg;
+	struct lp_txn_commit c;
+	int ret = lp_txn_commit(sh->fd, LP_TXN_TIMEOUT_MAX_MS, &c);
+
+	if (ret)
+		__atomic_store_n(&sh->err, ret, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static void *txn_wait_starter(void *arg)
+{
+	struct txn_wait *sh = arg;
+	struct lp_run run;
+	int ret;
+
+	sh->t_first = now_s();
+	for (;;) {
+		ret = lp_run(sh->fd, LP_OP_TXN_START_STOP, 0, 1000, 0, &run);
+		if (ret) {
+			__atomic_store_n(&sh->err, ret, __ATOMIC_RELAXED);
+			break;
+		}
+		if (run.completed) {
+			sh->spanning_failed = run.failed;
+			break;
+		}
+		__atomic_store_n(&sh->refused_all, 1, __ATOMIC_RELEASE);
+	}
+	sh->t_done = now_s();
+	return NULL;
+}
+
+TEST_F_TIMEOUT(txn, start_records_its_wait_for_the_next_transaction,
+	       LP_SLOW_TIMEOUT)
+{
+	struct txn_wait sh = { .fd = self->fd };
+	pthread_t committer, starter;
+	struct lp_txn_stat s;
+	int tries;
+	__u32 h;
+
+	for (tries = 0; tries < 3; tries++) {
+		memset(&sh, 0, sizeof(sh));
+		sh.fd = self->fd;
+		ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
+		ASSERT_EQ(0, pthread_create(&committer, NULL,
+					    txn_wait_committer, &sh));
+		do {
+			ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+		} while (s.state != LP_TXN_LOCKED_FOR_COMMIT);
+		ASSERT_EQ(0, pthread_create(&starter, NULL, txn_wait_starter,
+					    &sh));
+		while (!__atomic_load_n(&sh.refused_all, __ATOMIC_ACQUIRE) &&
+		       !__atomic_load_n(&sh.err, __ATOMIC_RELAXED))
+			usleep(1000);
+		usleep(20000);
+		EXPECT_EQ(0, lp_txn_stop(self->fd, h));
+		pthread_join(committer, NULL);
+		pthread_join(starter, NULL);
+		ASSERT_EQ(0, sh.err) TH_LOG("%s", strerror(-sh.err));
+		ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+		/* The call in which the commit ended started again. */
+		if (sh.spanning_failed)
+			break;
+		/* The commit ended between two calls: nothing waited. */
+		EXPECT_EQ(0, s.max_wait_ns);
+	}
+	ASSERT_NE(0, sh.spanning_failed)
+		TH_LOG("the commit never ended inside a RUN call");
+	EXPECT_EQ(tries + 1, s.tid);
+	EXPECT_LT(0, s.max_wait_ns);
+	EXPECT_GE((sh.t_done - sh.t_first) * 1e9, (double)s.max_wait_ns);
+	TH_LOG("%s: a START waited %.3f ms for the next transaction",
+	       txn_flavor_names[variant->flavor], s.max_wait_ns / 1e6);
+	/* The next commit opens a transaction nobody waited for. */
+	EXPECT_EQ(0, txn_still_works(self->fd));
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(0, s.max_wait_ns);
 }
 
 /* The RUN loops complete every iteration and leave nothing behind. */

@@ -12,15 +12,19 @@
  * they can gain a meaning later without breaking old callers. Output
  * fields are ignored on input.
  *
- * All or nothing: an ioctl that fails changed nothing. NEW, GET, LOOKUP
- * and TRYGET reserve the new handle (and NEW the gadget's registry slot),
- * copy the answer out, and only then publish; if the copy fails they undo
- * the reservation and answer -EFAULT. PUT, RMW and RUN cannot be undone:
- * they first write the argument back unchanged, so an argument userspace
- * cannot write fails with -EFAULT before anything happened. If another
- * thread unmaps or write-protects the argument while one of those three
- * runs, the op has taken effect, the answer is lost and the ioctl still
- * returns 0: a return of 0 always means "done", -EFAULT always "not done".
+ * All or nothing: an ioctl that fails changed nothing. NEW, GET, LOOKUP,
+ * TRYGET and TXN_START reserve the new handle (and NEW the gadget's
+ * registry slot), copy the answer out, and only then publish; if the copy
+ * fails they undo the reservation and answer -EFAULT (a TXN_START undone
+ * this way was counted in t_updates, and its credits in
+ * t_outstanding_credits, between its start and its stop: a COMMIT or an
+ * EXTEND meanwhile may have seen it). PUT, RMW, RUN, TXN_STOP, TXN_EXTEND
+ * and TXN_COMMIT cannot be undone: they first write the argument back
+ * unchanged, so an argument userspace cannot write fails with -EFAULT
+ * before anything happened. If another thread unmaps or write-protects
+ * the argument while one of those runs, the op has taken effect, the
+ * answer is lost and the ioctl still returns 0: a return of 0 always
+ * means "done", -EFAULT always "not done".
  *
  * Each open file is an arena: its own gadgets, handles, registry and
  * read-modify-write variable. Gadgets form a tree: each holds a strong
@@ -40,13 +44,15 @@
  *   -EOPNOTSUPP  op not supported by the arena's flavor (LOOKUP, LOOKUP_PUT
  *                in a flavor without a child list, GET_PUT_REFCOUNT outside
  *                LOCKLESS)
- *   -EBUSY       CONFIGURE after the arena's first NEW
+ *   -EBUSY       CONFIGURE after the arena's first NEW; TXN_CONFIGURE while
+ *                a handle runs or a COMMIT drains
  *   -E2BIG       RUN iterations above LP_RUN_MAX_ITERATIONS
- *   -ENOSPC      the arena already holds LP_MAX_HANDLES handles; EXTEND
- *                beyond the transaction's credit limit
+ *   -ENOSPC      the arena already holds LP_MAX_HANDLES handles; TXN_START
+ *                or TXN_EXTEND beyond the transaction's credit limit
  *   -EDQUOT      NEW (or RUN NEW_PUT) in an arena that already holds its
  *                limit of live gadgets (LP_IOC_CONFIGURE's max_gadgets)
- *   -EAGAIN      START or EXTEND while the transaction is locked for commit
+ *   -EAGAIN      TXN_START or TXN_EXTEND while the transaction is locked
+ *                for commit
  *   -ETIMEDOUT   COMMIT's drain did not end within its timeout
  *   -ENOMEM      allocation failure
  *
@@ -64,6 +70,12 @@
  * the GET_PUT_REFCOUNT RUN op.
  * Version 3: an arena's live gadgets are limited (-EDQUOT from NEW and
  * RUN NEW_PUT), by LP_MAX_GADGETS or CONFIGURE's max_gadgets.
+ * Version 4: the transaction is jbd2's on both sides of the patch:
+ * TXN_START takes credits (lp_txn_start.nblocks) and records its wait in
+ * t_max_wait; TXN_STAT reports t_max_wait, the credits high-water mark and
+ * the overshoots (struct lp_txn_stat grew); a request above the credit
+ * limit is refused before it is added; the flavor LP_TXN_LOCKED is named
+ * LP_TXN_HANDLE_LOCK.
  */
 #ifndef _UAPI_LOCKLESS_PARITY_H
 #define _UAPI_LOCKLESS_PARITY_H
@@ -71,7 +83,7 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 
-#define LP_ABI_VERSION		3
+#define LP_ABI_VERSION		4
 /* Unlisted in 7.3's Documentation/userspace-api/ioctl/ioctl-number.rst. */
 #define LP_IOC_MAGIC		0xb9
 #define LP_NAME_LEN		32
@@ -141,7 +153,13 @@ enum lp_flavor {
  * dead, one that saturates only stops counting. An increment of a
  * variable at LP_RMW_VALUE_MAX stores nothing and reports old = new.
  * Every op reports the old value it replaced (or found) and the new value
- * it left, so (new - old) is exactly what the op added.
+ * it left, so (new - old) is exactly what the op added, with one
+ * exclusion: jbd2's MAX_JBD2 loop runs one more cmpxchg() after it
+ * stored, and if a concurrent SET put back the value it had replaced,
+ * that cmpxchg() stores again, unreported. jbd2's t_max_wait only grows
+ * (it has no SET), so the loop is kept as jbd2 wrote it; the deltas of
+ * MAX_JBD2 add up as documented for struct lp_run's @delta only with no
+ * SET racing it.
  *
  * INC_NOT_ZERO_CMPXCHG is the article's atomic_cmpxchg() loop;
  * INC_NOT_ZERO_TRY_CMPXCHG is the shape of the kernel's own
@@ -163,8 +181,10 @@ enum lp_flavor {
  * loops (which, given LP_ID_NEWEST, chase the newest gadget).
  *
  * TXN_START_STOP and TXN_EXTEND are RUN-only ops on the arena's
- * transaction (see enum lp_txn_flavor). TXN_START_STOP starts and stops
- * a handle of its own (not in the file's table) per iteration. TXN_EXTEND
+ * transaction (see enum lp_txn_flavor). TXN_START_STOP starts a handle of
+ * its own (not in the file's table) with the RUN's value as its credits,
+ * and stops it, per iteration; a refused START keeps its first time for
+ * the next iteration's, as jbd2's retry loop does (see t_max_wait). TXN_EXTEND
  * starts a handle of its own, then per iteration extends it by the RUN's
  * value and gives the credits back at once, so that it can run forever
  * near the limit; when a COMMIT locks the transaction, the loop stops its
@@ -218,15 +238,31 @@ enum lp_op {
  * the transaction, waits for t_updates to reach zero, and opens the next
  * one (tid + 1) in its place.
  *
- * TXN_HANDLE_LOCK is the code before the patch: the drain checks t_updates and
- * EXTEND adds, checks and undoes under t_handle_lock, a spinlock. In
- * TXN_ATOMIC, the code after it, there is no transaction spinlock: the
- * last STOP's atomic_dec_and_test() wakes the committer with no lock
- * held, which is safe because the committer queues itself
- * (prepare_to_wait()) before it checks t_updates; and EXTEND adds with
- * atomic_add_return() under the shared j_state_lock and takes the credits
- * back with atomic_sub() when the sum is over the limit, so the count may
- * overshoot the limit for a moment but the credits granted never do.
+ * Both flavors share what the patch did not touch: START adds its credits
+ * with atomic_add_return() under the shared j_state_lock and takes them
+ * back with atomic_sub() when the sum is over the limit (jbd2's
+ * add_transaction_credits()), with no transaction spinlock, before and
+ * after the patch. So the sum may overshoot the limit for a moment in
+ * both flavors, while the credits granted never do.
+ *
+ * TXN_HANDLE_LOCK is the code before the patch: the drain checks
+ * t_updates, EXTEND adds, checks and undoes, and START records its wait
+ * in t_max_wait, each under t_handle_lock, a spinlock. Since START's add
+ * never took it, the spinlock never kept EXTEND's add-check-undo from
+ * overlapping another adder's (the commit message's argument); it only
+ * keeps EXTENDs from overlapping each other. In TXN_ATOMIC, the code after
+ * it, there is no transaction spinlock: the last STOP's
+ * atomic_dec_and_test() wakes the committer with no lock held, which is
+ * safe because the committer queues itself (prepare_to_wait()) before it
+ * checks t_updates; EXTEND adds and undoes as START does; and START
+ * raises t_max_wait with a cmpxchg() loop.
+ *
+ * An overshoot is an adder (START with credits, EXTEND) that found
+ * t_outstanding_credits above the limit before adding its own request:
+ * another request, about to be refused and taken back, was in flight.
+ * TXN_STAT counts them, with the largest sum so found. With only EXTENDs
+ * adding, TXN_HANDLE_LOCK never overshoots and TXN_ATOMIC may; with
+ * STARTs adding too, both may.
  *
  * A new arena's transaction is TXN_HANDLE_LOCK with LP_TXN_CREDITS_DEFAULT.
  */
@@ -441,8 +477,8 @@ struct lp_rmw {
 /**
  * struct lp_run - run a loop of one op inside the kernel (LP_IOC_RUN)
  * @op: in: an enum lp_op value
- * @handle: in: GET_PUT, GET_PUT_REFCOUNT: the gadget; LOOKUP_PUT, NEW_PUT: the parent;
- *          RMW ops: the step between operands (0 means 1); else ignored
+ * @handle: in: GET_PUT, GET_PUT_REFCOUNT: the gadget; LOOKUP_PUT,
+ *          NEW_PUT: the parent; RMW ops: the step between operands (0 means 1); else ignored
  *          (TXN ops too)
  * @iterations: in: how many ops, at most LP_RUN_MAX_ITERATIONS
  * @value: in: RMW ops: the operand of the first iteration, at most
@@ -452,7 +488,8 @@ struct lp_rmw {
  *         need a store; LOOKUP_PUT: the child id; TRYGET_PUT: the gadget
  *         id (both: any id, LP_ID_NEWEST for the newest); TXN_EXTEND:
  *         the credits each iteration asks for, 1..LP_TXN_CREDITS_MAX;
- *         else ignored
+ *         TXN_START_STOP: the credits each START asks for,
+ *         0..LP_TXN_CREDITS_MAX; else ignored
  * @elapsed_ns: out: time the loop took
  * @completed: out: ops completed (a LOOKUP_PUT/TRYGET_PUT that found the
  *             gadget gone completes as a failed lookup, not counted;
@@ -461,13 +498,14 @@ struct lp_rmw {
  * @failed: out: failed cmpxchg attempts summed over the loop; NEW_PUT:
  *          children whose final put was not this loop's (another
  *          thread's upgrade still held them); TXN_START_STOP: starts
- *          refused (-EAGAIN, locked for commit); TXN_EXTEND: extends and
+ *          refused (-EAGAIN, -ENOSPC); TXN_EXTEND: extends and
  *          starts refused (-ENOSPC, -EAGAIN). Every iteration is either
  *          completed or failed for the TXN ops.
  * @delta: out: RMW ops: the sum over the loop of (new - old) as each op
  *         reported it. Each store replaces exactly the value it reports as
  *         old, so over all threads the deltas add up to the variable's
- *         final minus initial value; a lost update shows as a surplus.
+ *         final minus initial value; a lost update shows as a surplus
+ *         (MAX_JBD2 with a SET racing it excepted, see enum lp_op).
  * @broken: out: MAX ops: iterations after which the op's own copy of the
  *          variable, read again, was below the operand. Once max(x, v)
  *          returns, x >= v holds for good (other ops only raise x), so
@@ -480,7 +518,8 @@ struct lp_rmw {
  * iterations it calls cond_resched() and stops early on a fatal signal
  * (the task is dying; it never sees the result).
  * Errors: -EFAULT, -EINVAL (reserved, unknown op, RMW operand above
- * LP_RMW_VALUE_MAX, TXN_EXTEND value 0 or above LP_TXN_CREDITS_MAX),
+ * LP_RMW_VALUE_MAX, TXN_EXTEND value 0 or above LP_TXN_CREDITS_MAX,
+ * TXN_START_STOP value above LP_TXN_CREDITS_MAX),
  * -EBADF, -EOPNOTSUPP, -E2BIG, -ENOMEM, and NEW_PUT's -EDQUOT.
  */
 struct lp_run {
@@ -517,21 +556,34 @@ struct lp_txn_configure {
  * struct lp_txn_start - start a handle (LP_IOC_TXN_START)
  * @tid: out: the transaction the handle runs in
  * @handle: out: the new transaction handle (one of t_updates)
+ * @nblocks: in: the credits the handle starts with, 0..LP_TXN_CREDITS_MAX
  * @reserved: must be zero
  *
- * jbd2's start_this_handle(): under the shared j_state_lock, refuses a
- * transaction locked for commit, else counts the handle in t_updates.
+ * jbd2's start_this_handle(), under the shared j_state_lock: refuses a
+ * transaction locked for commit (-EAGAIN); adds @nblocks to
+ * t_outstanding_credits with atomic_add_return() and takes them back with
+ * atomic_sub() if the sum is then over the limit (-ENOSPC; jbd2 would
+ * wait for a commit and retry), in both flavors without t_handle_lock;
+ * records in t_max_wait how long the START waited for the transaction it
+ * joins (the time from the ioctl's entry to the transaction's opening, if
+ * it opened later; a RUN TXN_START_STOP loop keeps its first time across
+ * the STARTs refused meanwhile, as jbd2's retry loop does); then counts
+ * the handle in t_updates. A START of 0 credits adds nothing (jbd2's
+ * handles always ask for some). @nblocks above the limit is refused
+ * before anything is added (jbd2: "wants too many credits").
  * A transaction handle is owned by the file like a gadget handle, in a
  * table of its own (its own numbering, its own LP_MAX_HANDLES limit:
  * gadget ioctls answer -EBADF for it and the TXN ones for a gadget's);
- * close() stops every handle still running. It starts with no credits.
- * Errors: -EFAULT, -EINVAL, -EAGAIN (locked for commit), -ENOSPC,
- * -ENOMEM.
+ * close() stops every handle still running.
+ * Errors: -EFAULT, -EINVAL (reserved, @nblocks above
+ * LP_TXN_CREDITS_MAX), -EAGAIN (locked for commit), -ENOSPC (handle
+ * table full, or the credits would exceed the limit), -ENOMEM.
  */
 struct lp_txn_start {
 	__u64 tid;
 	__u32 handle;
-	__u32 reserved[5];
+	__u32 nblocks;
+	__u32 reserved[4];
 };
 
 /**
@@ -561,7 +613,9 @@ struct lp_txn_stop {
  * @granted: out: the handle's credits now
  * @reserved: must be zero
  *
- * jbd2_journal_extend(). On -ENOSPC and -EAGAIN nothing was granted.
+ * jbd2_journal_extend(). On -ENOSPC and -EAGAIN nothing was granted. A
+ * request above max_credits is refused before it is added; a sum that
+ * wraps below zero is refused as over the limit.
  * Errors: -EFAULT, -EINVAL, -EBADF, -EAGAIN (locked for commit), -ENOSPC
  * (the credits granted would exceed max_credits).
  */
@@ -622,8 +676,18 @@ struct lp_txn_commit {
  * @late_starts: out: STARTs that counted a handle in a transaction whose
  *		 tid had changed since they checked its state (a handle
  *		 counted after the drain saw zero); 0 unless START is broken
+ * @max_wait_ns: out: t_max_wait of the running transaction: the longest
+ *		 a START of it waited for it to open (see struct
+ *		 lp_txn_start); 0 when it opens
+ * @overshoots: out: adders that found t_outstanding_credits above the
+ *		limit when they added (see enum lp_txn_flavor)
+ * @credits_hwm: out: the largest t_outstanding_credits an adder found
+ *		 when it added, its own request not included: above
+ *		 max_credits exactly when @overshoots is not 0
  * @reserved: must be zero
  *
+ * @overshoots and @credits_hwm count from the last TXN_CONFIGURE (from
+ * open() if none): they keep counting across COMMITs.
  * Errors: -EFAULT, -EINVAL.
  */
 struct lp_txn_stat {
@@ -636,7 +700,10 @@ struct lp_txn_stat {
 	__u32 handles;
 	__u64 committed;
 	__u64 late_starts;
-	__u64 reserved[2];
+	__u64 max_wait_ns;
+	__u64 overshoots;
+	__u32 credits_hwm;
+	__u32 reserved[5];
 };
 
 #define LP_IOC_IDENTIFY		_IOWR(LP_IOC_MAGIC, 0x00, struct lp_identify)
