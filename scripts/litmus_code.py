@@ -27,10 +27,47 @@ flavor's branch of the same function: they must be in the source all the
 same (the list is the whole function's), the brackets tell the reader the
 model leaves them out.
 
-usage: litmus_code.py REPO            check every test (make litmus does)
+The body.  Each Code: operation of process Pn must also be in Pn's C
+body in the litmus test, in the same order: a subsequence (the body may
+do more, and an unrolled loop may match operations of several of its
+iterations).  parse_body() reads the body into the same tokens (the LKMM
+calls of BODY_CALLS and C_ATOMIC; a plain access *x to a parameter x is
+read.plain(x) or set.plain(x); a call it does not know fails the test).
+Where the model stands for a Code: operation with other operations, under
+another name or not at all, the header says so, with the reason, in an
+"Abstracted:" section after the Code: section, one rule per entry (a line
+at the margin, continued on indented lines), "PROCESSES SPEC: REASON":
+
+    * Abstracted:
+    * P0,P1 mutex=list_lock count=refcnt: the owner's mutex, LKMM's
+    *	spinlock, and Rust's name for the count
+    * P0 unlink -> set.plain(onlist): list_del() is a plain store
+    * P2 read.once(t_outstanding_credits) rmb read.once(t_outstanding_credits):
+    *	the credits are jbd2-stop-credits-vs-commit.litmus's business
+
+PROCESSES is P0 or P0,P2,...; SPEC is one of
+  rename     NAME=BODYNAME ...    the code's NAME is the body's BODYNAME
+  rewrite    RUN[, RUN...] -> TOKENS   each RUN stands for TOKENS
+  leave-out  RUN[, RUN...]        the body does not have RUN
+where a RUN is consecutive operations of a Code: list, written as there,
+and TOKENS are the body's.  For each Code: entry of the process, the
+[bracketed] operations (another flavor's branch) are dropped; then every
+rewrite and leave-out, in header order, replaces each occurrence of its
+runs among the operations no earlier rule replaced; then DEFINITIONS (the
+kernel's own bodies of refcount_dec_and_test(), refcount_dec_not_one()
+and smp_acquire__after_ctrl_dep()) and the renames apply to the rest.
+A rule, run or rename that changes no operation fails, as does a rule
+without a reason, so the section cannot go stale.
+
+usage: litmus_code.py REPO [TEST...]   check every test (make litmus does)
        litmus_code.py REPO --show FILE FUNC   print the list extracted
-Output: "ok TEST: FILE FUNC" / "FAIL TEST: FILE FUNC: reason" per pair, a
-coverage line, then "N passed, N failed"; exit 1 on any failure.
+       litmus_code.py REPO --body TEST        print each process's body
+                      list and what each Code: entry asks of it
+Output: "ok TEST: Pn FILE FUNC" / "FAIL TEST: Pn FILE FUNC: reason" per
+(test, function) pair, "ok TEST: Pn body ..." / "FAIL TEST: Pn body lacks
+TOKEN after TOKEN (line N) (Code: FILE FUNC op K, ...)" per (test,
+process), a coverage line, then "N passed, N failed"; exit 1 on any
+failure.
 """
 
 import os
@@ -461,31 +498,53 @@ def extract(repo, path, func):
 # ------------------------------------------------------------ headers
 
 
-def parse_code(litpath):
-    """[(process, file, function, [tokens], line)] from the header."""
+def header_sections(litpath):
+    """{section: [(line, first line, [continuation lines])]} of the header
+    comment's sections: a line "NAME:" alone opens one ("Code:",
+    "Abstracted:"); it ends at an empty comment line, another section or
+    the end of the comment.  An entry is a line at the comment's margin
+    and the lines indented (tab or spaces) under it."""
     with open(litpath, encoding="utf-8") as f:
         lines = f.read().split("\n")
-    entries, inside = [], False
+    out, cur = {}, None
     for no, line in enumerate(lines, 1):
         body = re.sub(r"^\s*\* ?", "", line) if re.match(r"^\s*\*", line) else None
         if body is None or body.strip().startswith(")"):
-            if inside:
+            if cur is not None:
                 break
             continue
-        if re.match(r"Code:\s*$", body.strip()):
-            inside = True
+        m = re.match(r"([A-Z][A-Za-z ]*):\s*$", body.strip())
+        if m and not body.startswith(("\t", " ")):
+            cur = out.setdefault(m.group(1), [])
             continue
-        if not inside:
+        if cur is None:
             continue
         if not body.strip():
-            break
-        m = re.match(r"(P\d+)\s+(\S+)\s+(\S+)\s*$", body.strip())
-        if m and not body.startswith(("\t", " ")):
-            entries.append([m.group(1), m.group(2), m.group(3), [], no])
-        elif entries and body.startswith(("\t", " ")):
-            entries[-1][3].extend(body.split())
+            cur = None
+            continue
+        if body.startswith(("\t", " ")) and cur:
+            cur[-1][2].append(body.strip())
         else:
-            entries.append(["?", "?", "?", ["unparsable:", body.strip()], no])
+            cur.append((no, body.strip(), []))
+    return out
+
+
+def section_entries(litpath, name):
+    """[(line, text)] of one header section, each entry's lines joined."""
+    return [(no, " ".join([first] + more))
+            for no, first, more in header_sections(litpath).get(name, [])]
+
+
+def parse_code(litpath):
+    """[(process, file, function, [tokens], line)] from the header."""
+    entries = []
+    for no, first, more in header_sections(litpath).get("Code", []):
+        m = re.match(r"(P\d+)\s+(\S+)\s+(\S+)\s*$", first)
+        if m:
+            entries.append([m.group(1), m.group(2), m.group(3),
+                            " ".join(more).split(), no])
+        else:
+            entries.append(["?", "?", "?", ["unparsable:", first], no])
     return entries
 
 
@@ -506,6 +565,281 @@ def diff(want, got):
     if len(want) > len(got):
         return "the code ends before operation %d, %s (missing)" % (len(got) + 1, want[len(got)])
     return "the code has more: operation %d, %s (added)" % (len(want) + 1, got[len(want)])
+
+# ------------------------------------------------------------ litmus bodies
+
+# LKMM C calls of a litmus body: name -> list of (kind, ordering, arg index
+# of the variable).  The atomic_*() family goes through C_ATOMIC as in the
+# modules' C.  A call in no table fails the check: the body's list is
+# complete or the test is not checked.
+BODY_CALLS = {
+    "READ_ONCE": [("read", "once", 0)], "WRITE_ONCE": [("set", "once", 0)],
+    "smp_load_acquire": [("read", "acquire", 0)],
+    "smp_store_release": [("set", "release", 0)],
+    # smp_store_mb(): WRITE_ONCE() then smp_mb() (asm-generic/barrier.h).
+    "smp_store_mb": [("set", "once", 0), ("mb", None, None)],
+    "cmpxchg": [("cmpxchg", "full", 0)], "xchg": [("xchg", "full", 0)],
+    "cmpxchg_relaxed": [("cmpxchg", "relaxed", 0)],
+    "cmpxchg_acquire": [("cmpxchg", "acquire", 0)],
+    "cmpxchg_release": [("cmpxchg", "release", 0)],
+    "xchg_relaxed": [("xchg", "relaxed", 0)],
+    "xchg_acquire": [("xchg", "acquire", 0)],
+    "xchg_release": [("xchg", "release", 0)],
+    "smp_mb": [("mb", None, None)], "smp_rmb": [("rmb", None, None)],
+    "smp_wmb": [("wmb", None, None)],
+    "smp_mb__before_atomic": [("mb_before_atomic", None, None)],
+    "smp_mb__after_atomic": [("mb_after_atomic", None, None)],
+    "smp_mb__after_spinlock": [("mb_after_spinlock", None, None)],
+    "spin_lock": [("lock", None, 0)], "spin_unlock": [("unlock", None, 0)],
+    "spin_trylock": [("trylock", None, 0)],
+    "barrier": [("barrier", None, None)],
+}
+C_KEYWORDS = {"if", "while", "for", "switch", "return", "sizeof"}
+
+# What the kernel defines these operations as, applied to every Code:
+# operation that no Abstracted: line rewrote (README "Modeling choices"):
+# refcount_dec_and_test() is atomic_fetch_sub_release() then, on 1 -> 0,
+# smp_acquire__after_ctrl_dep(), itself smp_rmb() (asm-generic/barrier.h);
+# refcount_dec_not_one() is atomic_read() then an
+# atomic_try_cmpxchg_release() loop (lib/refcount.c).
+DEFINITIONS = {
+    ("fetch_sub", REL_ACQ): [("fetch_sub", "release", True), ("rmb", None, False)],
+    ("dec_not_one", "release"): [("read", "once", True), ("cmpxchg", "release", True)],
+    ("acquire_ctrl", None): [("rmb", None, False)],
+}
+
+
+def split_tok(t):
+    """(kind, order or None, name or None) of KIND[.ORDER][(NAME)]."""
+    m = re.fullmatch(r"([A-Za-z_]\w*)(?:\.([\w+]+))?(?:\((\w+)\))?", t)
+    if not m:
+        return None
+    return m.group(1), m.group(2), m.group(3)
+
+
+def join_tok(kind, order, name):
+    return kind + ("." + order if order else "") + ("(%s)" % name if name else "")
+
+
+def parse_body(litpath):
+    """{process: [(token, line)]} from the litmus test's C body, or
+    (None, error).  Marked accesses and fences map to the Code: vocabulary
+    (BODY_CALLS, C_ATOMIC); a plain access *x to a parameter x of the
+    process is read.plain(x) or set.plain(x) (both for x op= v)."""
+    with open(litpath, encoding="utf-8") as f:
+        text = f.read()
+    end = text.find("*)")
+    text = text[:end + 2] + strip(text[end + 2:], False) if end >= 0 else strip(text, False)
+    procs = {}
+    for m in re.finditer(r"^P(\d+)\s*\(([^)]*)\)\s*\{", text, re.M):
+        proc = "P" + m.group(1)
+        params = {last_ident(a) for a in m.group(2).split(",")} - {None}
+        start = m.end()
+        body = text[start:match_close(text, m.end() - 1, "{", "}")]
+        ops = []
+        calls = []
+        for c in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", body):
+            name, paren = c.group(1), c.end() - 1
+            if name in C_KEYWORDS:
+                continue
+            close = match_close(body, paren, "(", ")")
+            args = split_args(body[paren + 1:close])
+            line = text.count("\n", 0, start + c.start()) + 1
+            calls.append((c.start(), close))
+            am = re.fullmatch(r"atomic(?:64|_long)?_(\w+?)(_relaxed|_acquire|_release)?", name)
+            if am and am.group(1) in C_ATOMIC:
+                kind, order = C_ATOMIC[am.group(1)]
+                if order is None:
+                    order = ORDER_SUFFIX[am.group(2) or ""]
+                var = [last_ident(a) for a in args if last_ident(a) in params]
+                if not var:
+                    return None, "line %d: %s() on no variable of %s's parameters" % (line, name, proc)
+                ops.append((c.start(), 0, tok(kind, order, var[0]), line))
+            elif name in BODY_CALLS:
+                for rank, (kind, order, idx) in enumerate(BODY_CALLS[name]):
+                    nm = last_ident(args[idx]) if idx is not None and idx < len(args) else None
+                    ops.append((c.start(), rank, tok(kind, order, nm), line))
+            else:
+                return None, "line %d: %s(): no token for it (scripts/litmus_code.py BODY_CALLS)" % (line, name)
+        for d in re.finditer(r"\*\s*([A-Za-z_]\w*)", body):
+            if d.group(1) not in params or any(s < d.start() < e for s, e in calls):
+                continue
+            before = body[:d.start()].rstrip()
+            if before.endswith(")"):
+                # "if (c) *x = 1;" is a store, "(a) * x" a product.
+                depth, k = 0, len(before) - 1
+                while k >= 0:
+                    depth += {")": 1, "(": -1}.get(body[k], 0)
+                    if depth == 0:
+                        break
+                    k -= 1
+                head = body[:max(k, 0)]
+                if not re.search(r"\b(if|while|for)\s*$", head):
+                    continue
+            elif before and (before[-1].isalnum() or before[-1] in "_]"):
+                continue    # a product, or a declaration "int *r"
+            line = text.count("\n", 0, start + d.start()) + 1
+            after = body[d.end():]
+            if re.match(r"\s*=(?!=)", after):
+                ops.append((d.start(), 0, tok("set", "plain", d.group(1)), line))
+            elif re.match(r"\s*([-+*/%&|^]|<<|>>)=", after):
+                ops.append((d.start(), 0, tok("read", "plain", d.group(1)), line))
+                ops.append((d.start(), 1, tok("set", "plain", d.group(1)), line))
+            else:
+                ops.append((d.start(), 0, tok("read", "plain", d.group(1)), line))
+        procs[proc] = [(t, ln) for _, _, t, ln in sorted(ops)]
+    return procs, None
+
+
+def parse_abstracted(litpath):
+    """[(processes, form, lhs, rhs, reason, line)] from the header's
+    "Abstracted:" section (see the module docstring); form is "rename"
+    (lhs: [(code name, body name)]), "rewrite" or "leave-out" (lhs, rhs:
+    token lists), or "?" (rhs: why it cannot be read)."""
+    out = []
+    for no, text in section_entries(litpath, "Abstracted"):
+        m = re.match(r"(P\d+(?:,P\d+)*)\s+(.*)$", text)
+        if not m:
+            out.append(([], "?", [], "no process: the line starts with P0, P1, ... or P0,P1", "", no))
+            continue
+        procs = m.group(1).split(",")
+        spec, sep, reason = m.group(2).partition(":")
+        if not sep or not reason.strip():
+            out.append((procs, "?", [], "no reason: the operations, then \": why\"", "", no))
+            continue
+        words = spec.split()
+        if "->" in words:
+            left, _, right = spec.partition("->")
+            runs, rhs = [r.split() for r in left.split(",")], right.split()
+            bad = [t for t in sum(runs, []) + rhs if not split_tok(t)]
+            if not all(runs) or not rhs or bad:
+                out.append((procs, "?", [], "a rewrite is CODE-TOKENS[, CODE-TOKENS...] -> BODY-TOKENS%s" % (
+                    ", not %s" % bad[0] if bad else ""), "", no))
+                continue
+            out.append((procs, "rewrite", runs, rhs, reason.strip(), no))
+        elif words and all(re.fullmatch(r"\w+=\w+", w) for w in words):
+            out.append((procs, "rename", [tuple(w.split("=")) for w in words], [], reason.strip(), no))
+        elif words and all(split_tok(w) for w in spec.replace(",", " ").split()):
+            runs = [r.split() for r in spec.split(",")]
+            if not all(runs):
+                out.append((procs, "?", [], "an empty run between commas", "", no))
+                continue
+            out.append((procs, "leave-out", runs, [], reason.strip(), no))
+        else:
+            out.append((procs, "?", [], "cannot read %r: NAME=NAME..., TOKENS -> TOKENS or TOKENS" % spec.strip(), "", no))
+    return out
+
+
+def code_for_body(tokens, rules, used):
+    """The Code: operations of one entry as the body must have them, in
+    order: [(token for the body, Code: operation number, Code: token)].
+    Bracketed operations (another flavor's) are dropped; then each rewrite
+    and leave-out rule, in header order, replaces every run of its Code:
+    tokens not yet rewritten; then DEFINITIONS and the renames apply to
+    what is left.  USED collects what applied: (line, run index) of a
+    rewrite or leave-out, (line, code name) of a rename."""
+    items, inside = [], False
+    for no, t in enumerate(tokens, 1):
+        if t.startswith("["):
+            inside = True
+        if not inside:
+            items.append([t, no, t, False])
+        if t.endswith("]"):
+            inside = False
+    for procs, form, runs, rhs, _, line in rules:
+        if form not in ("rewrite", "leave-out"):
+            continue
+        for k, lhs in enumerate(runs):
+            i, out = 0, []
+            while i < len(items):
+                run = items[i:i + len(lhs)]
+                if len(run) == len(lhs) and not any(x[3] for x in run) and \
+                        [x[0] for x in run] == lhs:
+                    used.add((line, k))
+                    out.extend([r, run[0][1], " ".join(lhs), True] for r in rhs)
+                    i += len(lhs)
+                else:
+                    out.append(items[i])
+                    i += 1
+            items = out
+    renames = {}
+    for procs, form, lhs, rhs, _, line in rules:
+        if form == "rename":
+            for code, body in lhs:
+                renames.setdefault(code, (body, line))
+    out = []
+    for t, no, orig, final in items:
+        if final:
+            out.append((t, no, orig))
+            continue
+        kind, order, name = split_tok(t)
+        if name in renames:
+            used.add((renames[name][1], name))
+            name = renames[name][0]
+        for k2, o2, named in DEFINITIONS.get((kind, order), [(kind, order, True)]):
+            out.append((join_tok(k2, o2, name if named else None), no, orig))
+    return out
+
+
+def check_bodies(litpath, test, entries):
+    """One (ok, line) per process of the test that a Code: entry names:
+    each entry's operations (as code_for_body() gives them) must be a
+    subsequence of the process's body operations; plus a failure for each
+    Abstracted: line that cannot be read or changes nothing."""
+    results = []
+    procs, err = parse_body(litpath)
+    rules = parse_abstracted(litpath)
+    if err:
+        return [(False, "FAIL %s: body: %s" % (test, err))]
+    used = set()
+    for procs_, form, lhs, rhs, reason, line in rules:
+        if form == "?":
+            results.append((False, "FAIL %s:%d: Abstracted: %s" % (test, line, rhs)))
+    byproc = {}
+    for proc, path, func, tokens, line in entries:
+        if proc != "?":
+            byproc.setdefault(proc, []).append((path, func, tokens))
+    for proc in sorted(byproc, key=lambda p: int(p[1:])):
+        mine = [r for r in rules if proc in r[0] and r[1] != "?"]
+        if proc not in procs:
+            results.append((False, "FAIL %s: %s body: the test has no process %s" % (test, proc, proc)))
+            continue
+        body = procs[proc]
+        misses = []
+        for path, func, tokens in byproc[proc]:
+            want = code_for_body(tokens, mine, used)
+            j, prev = 0, None
+            for t, no, orig in want:
+                k = next((k for k in range(j, len(body)) if body[k][0] == t), None)
+                if k is None:
+                    misses.append((t, no, orig, prev, path, func,
+                                   any(b[0] == t for b in body[:j])))
+                    break
+                prev, j = body[k], k + 1
+        if not misses:
+            results.append((True, "ok %s: %s body has the Code: operations of %d functions" % (
+                test, proc, len(byproc[proc]))))
+            continue
+        t, no, orig, prev, path, func, earlier = misses[0]
+        same = [m for m in misses if m[0] == t]
+        where = ", ".join("%s %s op %d%s" % (m[4], m[5], m[1], "" if m[2] == m[0] else " " + m[2])
+                          for m in same)
+        after = " after %s (line %d)" % prev if prev else ""
+        results.append((False, "FAIL %s: %s body lacks %s%s%s (Code: %s)%s" % (
+            test, proc, t, after, ", it comes only before" if earlier else "", where,
+            "; %d more Code: entries lack another" % (len(misses) - len(same))
+            if len(misses) > len(same) else "")))
+    for procs_, form, lhs, rhs, reason, line in rules:
+        if form == "rename":
+            stale = ["%s=%s" % x for x in lhs if (line, x[0]) not in used]
+        elif form != "?":
+            stale = [" ".join(r) for k, r in enumerate(lhs) if (line, k) not in used]
+        else:
+            stale = []
+        if stale:
+            results.append((False, "FAIL %s:%d: Abstracted: %s %s changes no Code: operation of %s" % (
+                test, line, ",".join(procs_), ", ".join(stale), " or ".join(procs_))))
+    return results
 
 # ------------------------------------------------------------ coverage
 
@@ -561,10 +895,10 @@ def load_unmodeled(repo):
 
 
 def main(argv):
-    if len(argv) >= 2 and argv[1:2] != ["--show"]:
+    if len(argv) >= 2 and not argv[1].startswith("--"):
         repo = argv[1]
     else:
-        sys.exit("usage: litmus_code.py REPO [TEST...] | REPO --show FILE FUNC")
+        sys.exit("usage: litmus_code.py REPO [TEST...] | REPO --show FILE FUNC | REPO --body TEST")
     if argv[2:3] == ["--show"]:
         if len(argv) != 5:
             sys.exit("usage: litmus_code.py REPO --show FILE FUNC")
@@ -574,7 +908,25 @@ def main(argv):
         print(" ".join(ops))
         return 0
     litdir = os.path.join(repo, "shared-tests/litmus")
-    passed = failed = 0
+    if argv[2:3] == ["--body"]:
+        if len(argv) != 4:
+            sys.exit("usage: litmus_code.py REPO --body TEST")
+        test = os.path.basename(argv[3])
+        test = test[:-len(".litmus")] if test.endswith(".litmus") else test
+        path = os.path.join(litdir, test + ".litmus")
+        procs, err = parse_body(path)
+        if err:
+            sys.exit("%s: body: %s" % (test, err))
+        rules = [r for r in parse_abstracted(path) if r[1] != "?"]
+        for proc in sorted(procs, key=lambda p: int(p[1:])):
+            print("%s body: %s" % (proc, " ".join(t for t, _ in procs[proc])))
+            for p, path_, func, tokens, _ in parse_code(path):
+                if p == proc:
+                    want = code_for_body(tokens, [r for r in rules if proc in r[0]], set())
+                    print("  %s %s: %s" % (path_, func, " ".join(t for t, _, _ in want)
+                                           or "(every operation abstracted)"))
+        return 0
+    passed = failed = nbody = 0
     covered = set()
     only = [os.path.basename(t)[:-len(".litmus")] if t.endswith(".litmus") else
             os.path.basename(t) for t in argv[2:]]
@@ -584,7 +936,8 @@ def main(argv):
         test = fn[:-len(".litmus")]
         if only and test not in only:
             continue
-        for proc, path, func, tokens, line in parse_code(os.path.join(litdir, fn)):
+        entries = parse_code(os.path.join(litdir, fn))
+        for proc, path, func, tokens, line in entries:
             where = "%s: %s %s %s" % (test, proc, path, func)
             if proc == "?":
                 print("FAIL %s:%d: cannot parse the Code: line %r" % (test, line, " ".join(tokens[1:])))
@@ -607,9 +960,18 @@ def main(argv):
             else:
                 print("ok %s (%d operations)" % (where, len(ops)))
                 passed += 1
+        # The body: each Code: entry's operations are in its process's body.
+        if entries or section_entries(os.path.join(litdir, fn), "Abstracted"):
+            for ok, line in check_bodies(os.path.join(litdir, fn), test, entries):
+                print(line)
+                nbody += 1
+                if ok:
+                    passed += 1
+                else:
+                    failed += 1
     if only:
-        print("code: %d (test, function) pairs checked (coverage: only with every test)"
-              % (passed + failed))
+        print("code: %d (test, function) pairs and %d body results (coverage: only with every test)"
+              % (passed + failed - nbody, nbody))
         print("%d passed, %d failed" % (passed, failed))
         return 1 if failed else 0
     # Coverage: every function with an ordering claim is modeled or excused.
@@ -631,7 +993,7 @@ def main(argv):
         print("ok coverage: %d functions claim an ordering: %d modeled, %d excused in unmodeled.txt"
               % (len(claims), nmodeled, len(claims) - nmodeled))
         passed += 1
-    print("code: %d (test, function) pairs checked" % (passed + failed - 1))
+    print("code: %d (test, function) pairs and %d body results" % (passed + failed - 1 - nbody, nbody))
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 
