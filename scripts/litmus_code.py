@@ -59,15 +59,25 @@ and smp_acquire__after_ctrl_dep()) and the renames apply to the rest.
 A rule, run or rename that changes no operation fails, as does a rule
 without a reason, so the section cannot go stale.
 
+Rust lock guards unlock where Rust 2021 (the kernel's edition) drops
+them: RustDrops says where, and SELFTEST holds Rust bodies with the lists
+they must give (let _ = x.lock(); unlocks at once, a temporary guard at
+the end of its statement, condition or match arm, a named one at drop()
+or the end of its block, a let-borrowed one at the end of its block).
+Every run checks them first, as one result; --selftest prints each.
+A .read() or .write() is a lock only on a receiver declared RwLock or
+RwSem in rust-module/ (a Refcount's .read() is refcount_read()).
+
 usage: litmus_code.py REPO [TEST...]   check every test (make litmus does)
+       litmus_code.py --selftest      the extractor's Rust drop points
        litmus_code.py REPO --show FILE FUNC   print the list extracted
        litmus_code.py REPO --body TEST        print each process's body
                       list and what each Code: entry asks of it
-Output: "ok TEST: Pn FILE FUNC" / "FAIL TEST: Pn FILE FUNC: reason" per
-(test, function) pair, "ok TEST: Pn body ..." / "FAIL TEST: Pn body lacks
-TOKEN after TOKEN (line N) (Code: FILE FUNC op K, ...)" per (test,
-process), a coverage line, then "N passed, N failed"; exit 1 on any
-failure.
+Output: "ok selftest ..." (or a FAIL per case), "ok TEST: Pn FILE FUNC"
+/ "FAIL TEST: Pn FILE FUNC: reason" per (test, function) pair, "ok TEST:
+Pn body ..." / "FAIL TEST: Pn body lacks TOKEN after TOKEN (line N)
+(Code: FILE FUNC op K, ...)" per (test, process), a coverage line, then
+"N passed, N failed"; exit 1 on any failure.
 """
 
 import os
@@ -371,30 +381,440 @@ def arg_name(expr):
     return last_ident(expr)
 
 
-def paren_depth_at(body, pos):
-    return body.count("(", 0, pos) - body.count(")", 0, pos)
+# Rust tokens: char literals, lifetimes, identifiers, numbers, the
+# multi-character operators that matter here, any other character.
+RUST_TOKEN = re.compile(r"'(?:\\.|[^\\'\n])'|'[A-Za-z_]\w*|[A-Za-z_]\w*|\d\w*|"
+                        r"::|=>|->|==|!=|<=|>=|&&|\|\||\.\.=|\.\.|<<=|>>=|[-+*/%^&|]=|\S")
+RUST_BLOCKLIKE = {"if", "match", "loop", "while", "for", "unsafe"}
+RUST_ITEMS = {"fn", "struct", "enum", "impl", "use", "mod", "static", "type", "trait"}
+# After these an expression expects an operand: "|" there opens a closure,
+# "{" a block, and after anything else "|" is an operator and "{" a
+# struct literal's.
+RUST_OPERAND_AFTER = {"=", "==", "!=", "<", ">", "<=", ">=", "+", "-", "*", "/", "%",
+                      "&", "&&", "|", "||", "^", "!", "..", "..=", "=>", ":", "return",
+                      "break", "in", "as", "mut", "move", "+=", "-=", "*=", "/=", "%=",
+                      "&=", "|=", "^=", "<<=", ">>=", "->", "else"}
 
 
-def extract_rust(body):
-    """Tokens in source order.  A lock guard unlocks where Rust drops it:
-    at an explicit drop(guard), else at the end of the block it is bound
-    in (let, if let); a temporary guard at the end of its statement or
-    match arm."""
-    events = []   # (pos, rank, token); rank orders events at one position
-    lock_calls = []   # (start, end, how, lock name)
+class RustDrops:
+    """Where Rust (edition 2021, the kernel's --edition) drops each lock
+    guard of a function body.  A guard is the value of a lock call, as
+    given in CALLS: {start: (end, unlock token)}.  It is dropped
+
+    - bound by let/if let/while let to a name (NAME, mut NAME, Some(NAME)),
+      the call's value reaching the binding through nothing but closing
+      parentheses (x.lock(), cond.then(|| x.lock())): at drop(NAME) in
+      its scope, else at the end of the block the binding is in;
+    - bound to "_" (let _ = x.lock();), or a temporary (x.lock().f = 1,
+      *x.lock() += 1, upgrade(&x.lock(), id)): at the end of its
+      temporary scope: the statement, an if/while condition, a match
+      guard or arm, the body of an if/else/while/loop/for, a closure body
+      or the function body; the scrutinee of if let, while let and match
+      is not one (its temporaries live to the end of the enclosing
+      statement, while let's to the end of each iteration), nor is a plain
+      block's tail expression (to the end of the enclosing statement, after
+      the block's own bindings);
+    - borrowed by a let, let x = &x.lock().f; or &*x.lock(): extended to
+      the end of the let's block.
+
+    Not seen: early exits (return, ?, break, continue drop what is live
+    there too; the list shows the drop at the block's end only), the
+    second operand of && and ||, and a guard moved elsewhere than a
+    binding (returned from a match arm or block, passed by value)."""
+
+    def __init__(self, body, calls):
+        self.body, self.calls = body, calls
+        self.toks = [(m.group(0), m.start(), m.end()) for m in RUST_TOKEN.finditer(body)]
+        self.i, self.seq = 0, 0
+        self.events = []   # (pos, seq, token)
+        self.frames = []   # [kind, [guard start...]]
+        self.blocks = []   # [[name or None, unlock token, dropped]...]
+
+    # -- helpers
+    def tok(self, k=0):
+        j = self.i + k
+        return self.toks[j][0] if 0 <= j < len(self.toks) else None
+
+    def pos(self):
+        return self.toks[self.i][1] if self.i < len(self.toks) else len(self.body)
+
+    def emit(self, pos, token):
+        self.seq += 1
+        self.events.append((pos, self.seq, token))
+
+    def flows(self, start, end):
+        """The guard of the call at START is the value of what ends at END."""
+        return re.fullmatch(r"[)\s]*", self.body[self.calls[start][0]:end]) is not None
+
+    def push_frame(self, kind):
+        self.frames.append([kind, []])
+
+    def close_frame(self, pos, lift=None):
+        """End the innermost temporary scope at POS: its guards are
+        dropped, last made first, but those LIFT(start) says live on."""
+        kind, guards = self.frames.pop()
+        for g in reversed(guards):
+            if lift and lift(g) and self.frames:
+                self.frames[-1][1].append(g)
+            else:
+                self.emit(pos, self.calls[g][1])
+
+    def close_block(self, pos):
+        for name, token, dropped in reversed(self.blocks.pop()):
+            if not dropped:
+                self.emit(pos, token)
+
+    def bind(self, pattern, start, end, guards):
+        """Guards of GUARDS (made between START and END, the initializer
+        or scrutinee) that PATTERN binds by name, or that a let extends:
+        returns them as block bindings, leaving the rest in GUARDS."""
+        m = re.fullmatch(r"\s*(?:Some\s*\(\s*)?(?:mut\s+)?([A-Za-z_]\w*)\s*\)?\s*", pattern)
+        name = m.group(1) if m and m.group(1) != "_" else None
+        init = self.body[start:end]
+        bound = []
+        for g in list(guards):
+            if not start <= g < end:
+                continue
+            ext = init[:g - start] + ".GUARD" + self.body[self.calls[g][0]:end]
+            if name and self.flows(g, end):
+                bound.append([name, self.calls[g][1], False])
+            elif re.fullmatch(r"\s*&\s*(?:mut\s+)?[*\s]*[\w.()\s]*\.GUARD"
+                              r"(?:\s*\.\s*\w+(?!\s*\())*\s*", ext):
+                bound.append([None, self.calls[g][1], False])
+            else:
+                continue
+            guards.remove(g)
+        return bound
+
+    def skip_to(self, stops):
+        """Skip balanced tokens up to one of STOPS at depth 0."""
+        depth = 0
+        while self.i < len(self.toks):
+            t = self.tok()
+            if depth == 0 and t in stops:
+                return
+            if t in "([{":
+                depth += 1
+            elif t in ")]}":
+                if depth == 0:
+                    return
+                depth -= 1
+            self.i += 1
+
+    # -- grammar
+    def run(self):
+        self.push_frame("fn")
+        self.blocks.append([])
+        self.statements()
+        end = len(self.body)
+        while len(self.blocks):
+            self.close_block(end)
+        while self.frames:
+            self.close_frame(end)
+        return self.events
+
+    def statements(self):
+        while self.i < len(self.toks) and self.tok() != "}":
+            before = self.i
+            self.statement()
+            if self.i == before:
+                self.i += 1
+
+    def statement(self):
+        t = self.tok()
+        if t == ";":
+            self.i += 1
+        elif t == "#":
+            self.i += 1
+            if self.tok() == "!":
+                self.i += 1
+            if self.tok() == "[":
+                self.group("[", "]")
+        elif t in RUST_ITEMS or (t == "const" and self.tok(1) != "{"):
+            self.skip_to({";", "{"})
+            if self.tok() == "{":
+                self.group("{", "}", skip=True)
+            elif self.tok() == ";":
+                self.i += 1
+        elif t == "let":
+            self.let()
+        else:
+            self.push_frame("stmt")
+            if t in RUST_BLOCKLIKE or t == "{" or (t.startswith("'") and self.tok(1) == ":"):
+                end = self.blocklike()
+                if self.tok() not in (".", "?"):
+                    if self.tok() == ";":
+                        self.close_frame(self.pos())
+                        self.i += 1
+                    elif self.tok() == "}" or self.tok() is None:
+                        self.close_frame(end, lift=lambda g: True)   # the tail
+                    else:
+                        self.close_frame(end)
+                    return
+            self.expr({";"})
+            if self.tok() == ";":
+                self.close_frame(self.pos())
+                self.i += 1
+            else:
+                self.close_frame(self.pos(), lift=lambda g: True)   # the tail
+
+    def let(self):
+        self.i += 1
+        start = self.i
+        self.skip_to({"=", ";", ":"})
+        pattern = self.body[self.toks[start][1]:self.pos()]
+        if self.tok() == ":":
+            self.i += 1
+            self.skip_to({"=", ";"})
+        self.push_frame("stmt")
+        if self.tok() == "=":
+            self.i += 1
+            init = self.pos()
+            self.expr({";", "else"})
+            end = self.toks[self.i - 1][2]
+            self.blocks[-1].extend(self.bind(pattern, init, end, self.frames[-1][1]))
+            if self.tok() == "else":
+                self.i += 1
+                self.block()
+        self.close_frame(self.pos())
+        if self.tok() == ";":
+            self.i += 1
+
+    def blocklike(self):
+        """Parse if/match/loop/while/for/unsafe {}/{}; return the position
+        of its closing brace."""
+        t = self.tok()
+        if t.startswith("'"):
+            self.i += 2
+            return self.blocklike()
+        if t == "if":
+            return self.if_()
+        if t == "match":
+            return self.match()
+        if t == "loop":
+            self.i += 1
+            return self.block("body")
+        if t == "while":
+            return self.while_()
+        if t == "for":
+            self.i += 1
+            self.skip_to({"in"})
+            self.i += 1
+            self.expr({"{"})
+            return self.block("body")
+        if t == "unsafe":
+            self.i += 1
+        return self.block()
+
+    def block(self, frame=None, bound=()):
+        """A { } block (a temporary scope if FRAME), with BOUND bindings
+        made by an if let/while let head; returns the '}' position."""
+        if self.tok() != "{":
+            return self.pos()
+        self.i += 1
+        if frame:
+            self.push_frame(frame)
+        self.blocks.append(list(bound))
+        self.statements()
+        end = self.pos()
+        self.close_block(end)
+        if frame:
+            self.close_frame(end)
+        if self.tok() == "}":
+            self.i += 1
+        return end
+
+    def let_head(self):
+        """"let PAT =" of if let/while let: returns PAT's text."""
+        self.i += 1
+        start = self.i
+        self.skip_to({"="})
+        pattern = self.body[self.toks[start][1]:self.pos()]
+        self.i += 1
+        return pattern
+
+    def if_(self):
+        self.i += 1
+        if self.tok() == "let":
+            pattern = self.let_head()
+            start = self.pos()
+            self.expr({"{"}, head=True)
+            bound = self.bind(pattern, start, self.toks[self.i - 1][2], self.frames[-1][1])
+            end = self.block("body", bound)
+        else:
+            self.push_frame("cond")
+            self.expr({"{"}, head=True)
+            self.close_frame(self.pos())
+            end = self.block("body")
+        if self.tok() == "else":
+            self.i += 1
+            end = self.if_() if self.tok() == "if" else self.block("body")
+        return end
+
+    def while_(self):
+        self.i += 1
+        if self.tok() == "let":
+            pattern = self.let_head()
+            self.push_frame("body")   # the scrutinee's temporaries: each iteration
+            start = self.pos()
+            self.expr({"{"}, head=True)
+            bound = self.bind(pattern, start, self.toks[self.i - 1][2], self.frames[-1][1])
+            end = self.block(None, bound)
+            self.close_frame(end)
+            return end
+        self.push_frame("cond")
+        self.expr({"{"}, head=True)
+        self.close_frame(self.pos())
+        return self.block("body")
+
+    def match(self):
+        self.i += 1
+        self.expr({"{"}, head=True)
+        if self.tok() != "{":
+            return self.pos()
+        self.i += 1
+        while self.i < len(self.toks) and self.tok() != "}":
+            self.skip_to({"=>", "if"})
+            if self.tok() == "if":
+                self.push_frame("guard")
+                self.i += 1
+                self.expr({"=>"})
+                self.close_frame(self.pos())
+            self.i += 1   # =>
+            self.push_frame("arm")
+            if self.tok() == "{":
+                end = self.block()
+                self.close_frame(end)
+            else:
+                self.expr({",", "}"})
+                self.close_frame(self.pos())
+            if self.tok() == ",":
+                self.i += 1
+        end = self.pos()
+        self.i += 1
+        return end
+
+    def closure(self, stops):
+        if self.tok() == "||":
+            self.i += 1
+        else:
+            self.i += 1
+            self.skip_to({"|"})
+            self.i += 1
+        if self.tok() == "->":
+            self.skip_to({"{"})
+        if self.tok() == "{":
+            self.push_frame("closure")
+            end = self.block()
+            self.close_frame(end)
+            return
+        self.push_frame("closure")
+        self.expr(stops | {","})
+        end = self.toks[self.i - 1][2]
+        # A guard that is the closure's value is returned, not dropped.
+        self.close_frame(end, lift=lambda g: self.flows(g, end))
+
+    def group(self, open_c, close_c, skip=False):
+        self.i += 1
+        while self.i < len(self.toks) and self.tok() != close_c:
+            before = self.i
+            if skip:
+                self.skip_to({close_c})
+            else:
+                self.expr({",", close_c})
+            if self.i == before or self.tok() not in (close_c,):
+                self.i += 1
+        self.i += 1
+
+    def expr(self, stops, head=False):
+        """An expression, up to one of STOPS or a closing bracket at its
+        depth; in an if/while/match HEAD, "{" ends it."""
+        operand = True
+        while self.i < len(self.toks):
+            t, p = self.tok(), self.pos()
+            if t in stops or t in (")", "]", "}", ";"):
+                return
+            if p in self.calls:
+                self.frames[-1][1].append(p)
+            if t == "drop" and self.tok(1) == "(" and self.tok(3) == ")" and \
+                    self.tok(-1) not in (".",):
+                for block in reversed(self.blocks):
+                    mine = [b for b in block if b[0] == self.tok(2)]
+                    if mine:
+                        # In another branch after the same guard was
+                        # dropped, drop() unlocks there too.
+                        self.emit(p, mine[-1][1])
+                        mine[-1][2] = True
+                        break
+            if t in ("(", "["):
+                self.group(t, ")" if t == "(" else "]")
+                operand = False
+            elif t == "{":
+                if operand:
+                    self.block()
+                else:
+                    self.group("{", "}")
+                operand = False
+            elif operand and (t in ("if", "match", "loop", "while", "for") or
+                              (t == "unsafe" and self.tok(1) == "{")):
+                self.blocklike()
+                operand = False
+            elif t.startswith("'") and self.tok(1) == ":":
+                self.i += 2
+            elif operand and t in ("|", "||"):
+                self.closure(stops)
+                operand = False
+            else:
+                operand = t in RUST_OPERAND_AFTER or t in (",", "(", "[")
+                self.i += 1
+
+
+def rust_lock_names(repo):
+    """Names declared as an RwLock/RwSem (fields, parameters) and as a
+    Refcount, in rust-module/: the receivers whose .read() is a lock and
+    a refcount_read() respectively."""
+    rw, rc = set(), set()
+    d = os.path.join(repo, "rust-module")
+    for fn in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        if fn.endswith(".rs"):
+            with open(os.path.join(d, fn), encoding="utf-8") as f:
+                text = strip(f.read(), True)
+            ty = r"\b(\w+)\s*:\s*&?\s*(?:'\w+\s+)?(?:mut\s+)?(?:\w+::)*%s\b"
+            rw |= set(re.findall(ty % r"(?:RwLock|RwSem)", text))
+            rc |= set(re.findall(ty % r"Refcount", text))
+    return rw, rc
+
+
+RUST_NAMES = None   # (rwlock/rwsem names, Refcount names), set by main()
+
+
+def extract_rust(body, names=None):
+    """Tokens in source order.  A lock guard unlocks where Rust drops it
+    (RustDrops)."""
+    rw, rc = names or RUST_NAMES or (set(), set())
+    events = []   # (pos, rank, seq, token); rank orders events at one position
+    calls = {}    # start -> (end, unlock token): the guards
     for m in re.finditer(r"\.(lock|read|write)\(\)", body):
-        lock_calls.append((m.start(), m.end(), m.group(1), receiver(body, m.start())))
+        nm = receiver(body, m.start())
+        how = m.group(1)
+        if how == "read" and nm in rc:
+            events.append((m.start(), 0, 0, tok("read", "once", nm)))   # refcount_read()
+            continue
+        if how != "lock" and nm not in rw:
+            continue    # not a lock: a UserSliceReader's read(), ...
+        events.append((m.start(), 0, 0, tok("lock_read" if how == "read" else "lock", None, nm)))
+        calls[m.start()] = (m.end(), tok("unlock_read" if how == "read" else "unlock", None, nm))
     for m in re.finditer(r"\.dec_and_lock\(", body):
         pos, paren = m.start(), m.end() - 1
         close = match_close(body, paren, "(", ")")
         nm = last_ident(body[paren + 1:close])
         var = receiver(body, pos)
         # refcount_dec_and_mutex_lock()'s body, as patch 0005 writes it.
-        events.append((pos, 0, tok("dec_not_one", "release", var)))
-        events.append((pos, 1, tok("lock", None, nm)))
-        events.append((pos, 2, tok("fetch_sub", REL_ACQ, var)))
-        events.append((pos, 3, tok("unlock", None, nm)))
-        lock_calls.append((pos, close + 1, "guard", nm))
+        events.append((pos, 0, 0, tok("dec_not_one", "release", var)))
+        events.append((pos, 1, 0, tok("lock", None, nm)))
+        events.append((pos, 2, 0, tok("fetch_sub", REL_ACQ, var)))
+        events.append((pos, 3, 0, tok("unlock", None, nm)))
+        calls[pos] = (close + 1, tok("unlock", None, nm))
     for m in re.finditer(r"\.([a-z_]\w*)\(", body):
         name = m.group(1)
         if name not in RUST_METHODS:
@@ -404,81 +824,98 @@ def extract_rust(body):
         kind, order = RUST_METHODS[name]
         if order == "arg":
             order = RUST_ORDER.get(args[-1] if args else "", "?")
-        events.append((m.start(), 0, tok(kind, order, receiver(body, m.start()))))
+        events.append((m.start(), 0, 0, tok(kind, order, receiver(body, m.start()))))
     for path, spec in RUST_PATHS.items():
         for m in re.finditer(r"(?<![\w:])%s\(" % re.escape(path), body):
             paren = m.end() - 1
             args = split_args(body[paren + 1:match_close(body, paren, "(", ")")])
             for kind, order, idx in spec:
                 nm = arg_name(args[idx]) if idx is not None and idx < len(args) else None
-                events.append((m.start(), 0, tok(kind, order, nm)))
+                events.append((m.start(), 0, 0, tok(kind, order, nm)))
     for m in re.finditer(r"\bsmp_mb\((\w*)\)", body):
-        events.append((m.start(), 0, RUST_BARRIER.get(m.group(1) or "Full", "mb?")))
+        events.append((m.start(), 0, 0, RUST_BARRIER.get(m.group(1) or "Full", "mb?")))
     for m in re.finditer(r"\.do_unlocked\(", body):
         nm = receiver(body, m.start())
-        events.append((m.start(), 0, tok("unlock", None, nm)))
-        events.append((match_close(body, m.end() - 1, "(", ")"), 0, tok("lock", None, nm)))
+        events.append((m.start(), 0, 0, tok("unlock", None, nm)))
+        events.append((match_close(body, m.end() - 1, "(", ")"), 0, 0, tok("lock", None, nm)))
+    for pos, seq, t in RustDrops(body, calls).run():
+        events.append((pos, 4, seq, t))
+    return [t for _, _, _, t in sorted(events, key=lambda e: e[:3])]
 
-    # Guards: "let [Some(][mut] NAME = ...lock()" (or "if let"), with only
-    # ")" between the call and the statement's ";" or "{", binds NAME;
-    # anything else is a temporary.
-    guards = {}   # start -> (name or None, "{" or ";", unlock token, stmt paren depth)
-    for start, end, how, nm in lock_calls:
-        if how != "guard":
-            events.append((start, 0, tok("lock_read" if how == "read" else "lock", None, nm)))
-        unlock = tok("unlock_read" if how == "read" else "unlock", None, nm)
-        stmt = max(body.rfind(";", 0, start), body.rfind("{", 0, start),
-                   body.rfind("}", 0, start), body.rfind("=>", 0, start) + 1) + 1
-        head = body[stmt:start]
-        lm = re.match(r"\s*(?:if\s+|while\s+)?let\s+(?:Some\()?(?:mut\s+)?(\w+)", head)
-        tail = re.match(r"[)\s]*([;{])", body[end:])
-        if lm and tail and not re.search(r"\b(match|if)\b", head[lm.end():]):
-            guards[start] = (lm.group(1), tail.group(1), unlock, None)
+
+# --selftest: Rust function bodies and the lists extract_rust() must give,
+# with "rw" an RwLock and "rc" a Refcount (see RustDrops).
+SELFTEST_NAMES = ({"rw"}, {"rc"})
+SELFTEST = [
+    ("let _ = a.lock(); x.store(1, Relaxed);",
+     "lock(a) unlock(a) set.once(x)"),
+    ("let _g = a.lock(); x.store(1, Relaxed);",
+     "lock(a) set.once(x) unlock(a)"),
+    ("a.lock().f = 1; x.store(1, Relaxed);",
+     "lock(a) unlock(a) set.once(x)"),
+    ("*a.lock() += 1; x.store(1, Relaxed);",
+     "lock(a) unlock(a) set.once(x)"),
+    ("let v = a.lock().f; x.store(v, Relaxed);",
+     "lock(a) unlock(a) set.once(x)"),
+    ("let r = &a.lock().f; x.store(*r, Relaxed);",
+     "lock(a) set.once(x) unlock(a)"),
+    ("let r = &mut *a.lock(); x.store(1, Relaxed);",
+     "lock(a) set.once(x) unlock(a)"),
+    ("let g = a.lock(); x.store(1, Relaxed); drop(g); y.store(1, Relaxed);",
+     "lock(a) set.once(x) unlock(a) set.once(y)"),
+    ("let g = a.lock(); let g = b.lock(); drop(g); x.store(1, Relaxed);",
+     "lock(a) lock(b) unlock(b) set.once(x) unlock(a)"),
+    ("{ let g = a.lock(); x.store(1, Relaxed); } y.store(1, Relaxed);",
+     "lock(a) set.once(x) unlock(a) set.once(y)"),
+    ("if c { let _ = a.lock(); x.store(1, Relaxed); } y.store(1, Relaxed);",
+     "lock(a) unlock(a) set.once(x) set.once(y)"),
+    ("let g = c.then(|| a.lock()); x.store(1, Relaxed);",
+     "lock(a) set.once(x) unlock(a)"),
+    ("let v = c.then(|| a.lock().f); x.store(1, Relaxed);",
+     "lock(a) unlock(a) set.once(x)"),
+    ("if a.lock().ready { x.store(1, Relaxed); } y.store(1, Relaxed);",
+     "lock(a) unlock(a) set.once(x) set.once(y)"),
+    ("if let Some(v) = a.lock().get(0) { x.store(*v, Relaxed); } else { y.store(1, Relaxed); }"
+     " z.store(1, Relaxed);",
+     "lock(a) set.once(x) set.once(y) unlock(a) set.once(z)"),
+    ("if let Some(mut l) = r.dec_and_lock(&m) { x.store(1, Relaxed); } y.store(1, Relaxed);",
+     "dec_not_one.release(r) lock(m) fetch_sub.release+acquire(r) unlock(m) set.once(x) "
+     "unlock(m) set.once(y)"),
+    ("while let Some(v) = q.lock().pop() { x.store(v, Relaxed); } y.store(1, Relaxed);",
+     "lock(q) set.once(x) unlock(q) set.once(y)"),
+    ("match a.lock().state { 0 => x.store(1, Relaxed), _ => {} } y.store(1, Relaxed);",
+     "lock(a) set.once(x) unlock(a) set.once(y)"),
+    ("match k { 0 => a.lock().f = 1, _ => x.store(1, Relaxed) }",
+     "lock(a) unlock(a) set.once(x)"),
+    ("let n = match k { 0 => f(&a.lock(), 1), _ => 0 }; x.store(n, Relaxed);",
+     "lock(a) unlock(a) set.once(x)"),
+    ("let n = { let g = b.lock(); a.lock().len() }; x.store(n, Relaxed);",
+     "lock(b) lock(a) unlock(b) unlock(a) set.once(x)"),
+    ("let s = S { v: a.lock().f }; x.store(s.v, Relaxed);",
+     "lock(a) unlock(a) set.once(x)"),
+    ("x.store(1, Relaxed); a.lock().f",
+     "set.once(x) lock(a) unlock(a)"),
+    ("let s = rw.read(); let n = rc.read(); let b = reader.read()?; x.store(n, Relaxed);",
+     "lock_read(rw) read.once(rc) set.once(x) unlock_read(rw)"),
+    ("let mut w = rw.write(); w.f = 1; drop(w); x.store(1, Relaxed);",
+     "lock(rw) unlock(rw) set.once(x)"),
+]
+
+
+def selftest():
+    """[(ok, line)]: extract_rust() on each SELFTEST body."""
+    out = []
+    for n, (src, want) in enumerate(SELFTEST, 1):
+        try:
+            got = " ".join(extract_rust(strip(src, True), SELFTEST_NAMES))
+        except (ValueError, IndexError) as e:
+            got = "error: %s" % e
+        if got == want:
+            out.append((True, "ok selftest %d: %s" % (n, src)))
         else:
-            guards[start] = (None, None, unlock, paren_depth_at(body, stmt))
-    drops = {m.start(): m.group(1) for m in re.finditer(r"\bdrop\((\w+)\)", body)}
-
-    depth = pdepth = 0
-    live, temps = [], []     # [name, block depth, token]; [paren depth, block depth, token]
-    bound_names = {}
-    for i, c in enumerate(body):
-        if i in guards:
-            name, term, t, pd = guards[i]
-            if name is None:
-                temps.append([pd, depth, t])
-            else:
-                live.append([name, depth + 1 if term == "{" else depth, t])
-                bound_names[name] = t
-        if i in drops and drops[i] in bound_names:
-            # drop(guard) unlocks there, and not again at the block's end;
-            # in another branch, after the same guard was dropped, too.
-            events.append((i, 0, bound_names[drops[i]]))
-            mine = [g for g in live if g[0] == drops[i]]
-            if mine:
-                live.remove(mine[-1])
-        if c == "(":
-            pdepth += 1
-        elif c == ")":
-            pdepth -= 1
-        elif c == "{":
-            depth += 1
-        elif c == "}":
-            for t in [t for t in temps if t[1] >= depth]:
-                events.append((i, 4, t[2]))
-                temps.remove(t)
-            for g in reversed([g for g in live if g[1] >= depth]):
-                events.append((i, 5, g[2]))
-                live.remove(g)
-            depth -= 1
-        elif c in ";,":
-            for t in [t for t in temps if t[1] == depth and t[0] == pdepth]:
-                events.append((i, 4, t[2]))
-                temps.remove(t)
-    for t in temps:
-        events.append((len(body), 4, t[2]))
-    for g in reversed(live):
-        events.append((len(body), 5, g[2]))
-    return [t for _, _, t in sorted(events, key=lambda e: (e[0], e[1]))]
+            out.append((False, "FAIL selftest %d: %s\n     want: %s\n     got:  %s"
+                        % (n, src, want, got)))
+    return out
 
 
 def extract(repo, path, func):
@@ -653,14 +1090,16 @@ def parse_body(litpath):
                     order = ORDER_SUFFIX[am.group(2) or ""]
                 var = [last_ident(a) for a in args if last_ident(a) in params]
                 if not var:
-                    return None, "line %d: %s() on no variable of %s's parameters" % (line, name, proc)
+                    return None, "line %d: %s() on no variable of %s's parameters" % (
+                        line, name, proc)
                 ops.append((c.start(), 0, tok(kind, order, var[0]), line))
             elif name in BODY_CALLS:
                 for rank, (kind, order, idx) in enumerate(BODY_CALLS[name]):
                     nm = last_ident(args[idx]) if idx is not None and idx < len(args) else None
                     ops.append((c.start(), rank, tok(kind, order, nm), line))
             else:
-                return None, "line %d: %s(): no token for it (scripts/litmus_code.py BODY_CALLS)" % (line, name)
+                return None, "line %d: %s(): no token for it (litmus_code.py BODY_CALLS)" % (
+                    line, name)
         for d in re.finditer(r"\*\s*([A-Za-z_]\w*)", body):
             if d.group(1) not in params or any(s < d.start() < e for s, e in calls):
                 continue
@@ -700,7 +1139,8 @@ def parse_abstracted(litpath):
     for no, text in section_entries(litpath, "Abstracted"):
         m = re.match(r"(P\d+(?:,P\d+)*)\s+(.*)$", text)
         if not m:
-            out.append(([], "?", [], "no process: the line starts with P0, P1, ... or P0,P1", "", no))
+            out.append(([], "?", [], "no process: start the line with P0, P1, ... or P0,P1",
+                        "", no))
             continue
         procs = m.group(1).split(",")
         spec, sep, reason = m.group(2).partition(":")
@@ -713,12 +1153,13 @@ def parse_abstracted(litpath):
             runs, rhs = [r.split() for r in left.split(",")], right.split()
             bad = [t for t in sum(runs, []) + rhs if not split_tok(t)]
             if not all(runs) or not rhs or bad:
-                out.append((procs, "?", [], "a rewrite is CODE-TOKENS[, CODE-TOKENS...] -> BODY-TOKENS%s" % (
+                out.append((procs, "?", [], "a rewrite is RUN[, RUN...] -> BODY-TOKENS%s" % (
                     ", not %s" % bad[0] if bad else ""), "", no))
                 continue
             out.append((procs, "rewrite", runs, rhs, reason.strip(), no))
         elif words and all(re.fullmatch(r"\w+=\w+", w) for w in words):
-            out.append((procs, "rename", [tuple(w.split("=")) for w in words], [], reason.strip(), no))
+            out.append((procs, "rename", [tuple(w.split("=")) for w in words], [],
+                        reason.strip(), no))
         elif words and all(split_tok(w) for w in spec.replace(",", " ").split()):
             runs = [r.split() for r in spec.split(",")]
             if not all(runs):
@@ -726,7 +1167,8 @@ def parse_abstracted(litpath):
                 continue
             out.append((procs, "leave-out", runs, [], reason.strip(), no))
         else:
-            out.append((procs, "?", [], "cannot read %r: NAME=NAME..., TOKENS -> TOKENS or TOKENS" % spec.strip(), "", no))
+            out.append((procs, "?", [], "cannot read %r: NAME=BODYNAME..., RUN[, RUN...] -> "
+                        "TOKENS or RUN[, RUN...]" % spec.strip(), "", no))
     return out
 
 
@@ -802,7 +1244,8 @@ def check_bodies(litpath, test, entries):
     for proc in sorted(byproc, key=lambda p: int(p[1:])):
         mine = [r for r in rules if proc in r[0] and r[1] != "?"]
         if proc not in procs:
-            results.append((False, "FAIL %s: %s body: the test has no process %s" % (test, proc, proc)))
+            results.append((False, "FAIL %s: %s body: the test has no process %s" % (
+                test, proc, proc)))
             continue
         body = procs[proc]
         misses = []
@@ -837,8 +1280,9 @@ def check_bodies(litpath, test, entries):
         else:
             stale = []
         if stale:
-            results.append((False, "FAIL %s:%d: Abstracted: %s %s changes no Code: operation of %s" % (
-                test, line, ",".join(procs_), ", ".join(stale), " or ".join(procs_))))
+            results.append((False, "FAIL %s:%d: Abstracted: %s %s changes no Code: operation "
+                            "of %s" % (test, line, ",".join(procs_), ", ".join(stale),
+                                       " or ".join(procs_))))
     return results
 
 # ------------------------------------------------------------ coverage
@@ -895,10 +1339,19 @@ def load_unmodeled(repo):
 
 
 def main(argv):
-    if len(argv) >= 2 and not argv[1].startswith("--"):
+    if len(argv) >= 2 and (not argv[1].startswith("--") or argv[1] == "--selftest"):
         repo = argv[1]
     else:
         sys.exit("usage: litmus_code.py REPO [TEST...] | REPO --show FILE FUNC | REPO --body TEST")
+    global RUST_NAMES
+    if argv[1:2] == ["--selftest"] or argv[2:3] == ["--selftest"]:
+        results = selftest()
+        for ok, line in results:
+            print(line)
+        bad = len([r for r in results if not r[0]])
+        print("%d passed, %d failed" % (len(results) - bad, bad))
+        return 1 if bad else 0
+    RUST_NAMES = rust_lock_names(repo)
     if argv[2:3] == ["--show"]:
         if len(argv) != 5:
             sys.exit("usage: litmus_code.py REPO --show FILE FUNC")
@@ -928,6 +1381,16 @@ def main(argv):
         return 0
     passed = failed = nbody = 0
     covered = set()
+    # The extractor's own test first: a wrong drop point is a wrong list.
+    results = selftest()
+    for ok, line in results:
+        if not ok:
+            print(line)
+    if all(ok for ok, _ in results):
+        print("ok selftest: %d Rust bodies give their lists (--selftest)" % len(results))
+        passed += 1
+    else:
+        failed += 1
     only = [os.path.basename(t)[:-len(".litmus")] if t.endswith(".litmus") else
             os.path.basename(t) for t in argv[2:]]
     for fn in sorted(os.listdir(litdir)):
@@ -971,7 +1434,7 @@ def main(argv):
                     failed += 1
     if only:
         print("code: %d (test, function) pairs and %d body results (coverage: only with every test)"
-              % (passed + failed - nbody, nbody))
+              % (passed + failed - 1 - nbody, nbody))
         print("%d passed, %d failed" % (passed, failed))
         return 1 if failed else 0
     # Coverage: every function with an ordering claim is modeled or excused.
@@ -993,7 +1456,8 @@ def main(argv):
         print("ok coverage: %d functions claim an ordering: %d modeled, %d excused in unmodeled.txt"
               % (len(claims), nmodeled, len(claims) - nmodeled))
         passed += 1
-    print("code: %d (test, function) pairs and %d body results" % (passed + failed - 1 - nbody, nbody))
+    print("code: %d (test, function) pairs, %d body results, selftest and coverage"
+          % (passed + failed - 2 - nbody, nbody))
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 
