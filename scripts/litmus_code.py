@@ -122,6 +122,10 @@ C_CALLS = {
     "smp_store_release": [("set", "release", 0)],
     "cmpxchg": [("cmpxchg", "full", 0)], "xchg": [("xchg", "full", 0)],
     "cmpxchg_relaxed": [("cmpxchg", "relaxed", 0)],
+    "try_cmpxchg": [("cmpxchg", "full", 0)],
+    "try_cmpxchg_relaxed": [("cmpxchg", "relaxed", 0)],
+    "try_cmpxchg_acquire": [("cmpxchg", "acquire", 0)],
+    "try_cmpxchg_release": [("cmpxchg", "release", 0)],
     "smp_mb": [("mb", None, None)], "smp_rmb": [("rmb", None, None)],
     "smp_wmb": [("wmb", None, None)],
     "smp_acquire__after_ctrl_dep": [("acquire_ctrl", None, None)],
@@ -156,6 +160,10 @@ C_CALLS = {
     "lp_kids_unlock": [("unlock", None, 0)],
     "list_del_init": [("unlink", None, None)],
     "prepare_to_wait": [("prepare_to_wait", None, 0)],
+    # The same queueing under the wait-queue lock, for a killable or
+    # interruptible wait (it also checks for a signal) and an exclusive one.
+    "prepare_to_wait_event": [("prepare_to_wait", None, 0)],
+    "prepare_to_wait_exclusive": [("prepare_to_wait", None, 0)],
     "wake_up": [("wake_up", None, 0)],
 }
 
@@ -189,6 +197,8 @@ RUST_PATHS = {
     # The C helpers waitqueue.rs calls through bindings.
     "bindings::__wake_up": [("wake_up", None, 0)],
     "bindings::prepare_to_wait": [("prepare_to_wait", None, 0)],
+    "bindings::prepare_to_wait_event": [("prepare_to_wait", None, 0)],
+    "bindings::prepare_to_wait_exclusive": [("prepare_to_wait", None, 0)],
 }
 RUST_BARRIER = {"Read": "rmb", "Write": "wmb", "Full": "mb"}
 
