@@ -27,10 +27,57 @@ flavor's branch of the same function: they must be in the source all the
 same (the list is the whole function's), the brackets tell the reader the
 model leaves them out.
 
-usage: litmus_code.py REPO            check every test (make litmus does)
+The body.  Each Code: operation of process Pn must also be in Pn's C
+body in the litmus test, in the same order: a subsequence (the body may
+do more, and an unrolled loop may match operations of several of its
+iterations).  parse_body() reads the body into the same tokens (the LKMM
+calls of BODY_CALLS and C_ATOMIC; a plain access *x to a parameter x is
+read.plain(x) or set.plain(x); a call it does not know fails the test).
+Where the model stands for a Code: operation with other operations, under
+another name or not at all, the header says so, with the reason, in an
+"Abstracted:" section after the Code: section, one rule per entry (a line
+at the margin, continued on indented lines), "PROCESSES SPEC: REASON":
+
+    * Abstracted:
+    * P0,P1 mutex=list_lock count=refcnt: the owner's mutex, LKMM's
+    *	spinlock, and Rust's name for the count
+    * P0 unlink -> set.plain(onlist): list_del() is a plain store
+    * P2 read.once(t_outstanding_credits) rmb read.once(t_outstanding_credits):
+    *	the credits are jbd2-stop-credits-vs-commit.litmus's business
+
+PROCESSES is P0 or P0,P2,...; SPEC is one of
+  rename     NAME=BODYNAME ...    the code's NAME is the body's BODYNAME
+  rewrite    RUN[, RUN...] -> TOKENS   each RUN stands for TOKENS
+  leave-out  RUN[, RUN...]        the body does not have RUN
+where a RUN is consecutive operations of a Code: list, written as there,
+and TOKENS are the body's.  For each Code: entry of the process, the
+[bracketed] operations (another flavor's branch) are dropped; then every
+rewrite and leave-out, in header order, replaces each occurrence of its
+runs among the operations no earlier rule replaced; then DEFINITIONS (the
+kernel's own bodies of refcount_dec_and_test(), refcount_dec_not_one()
+and smp_acquire__after_ctrl_dep()) and the renames apply to the rest.
+A rule, run or rename that changes no operation fails, as does a rule
+without a reason, so the section cannot go stale.
+
+Rust lock guards unlock where Rust 2021 (the kernel's edition) drops
+them: RustDrops says where, and SELFTEST holds Rust bodies with the lists
+they must give (let _ = x.lock(); unlocks at once, a temporary guard at
+the end of its statement, condition or match arm, a named one at drop()
+or the end of its block, a let-borrowed one at the end of its block).
+Every run checks them first, as one result; --selftest prints each.
+A .read() or .write() is a lock only on a receiver declared RwLock or
+RwSem in rust-module/ (a Refcount's .read() is refcount_read()).
+
+usage: litmus_code.py REPO [TEST...]   check every test (make litmus does)
+       litmus_code.py --selftest      the extractor's Rust drop points
        litmus_code.py REPO --show FILE FUNC   print the list extracted
-Output: "ok TEST: FILE FUNC" / "FAIL TEST: FILE FUNC: reason" per pair, a
-coverage line, then "N passed, N failed"; exit 1 on any failure.
+       litmus_code.py REPO --body TEST        print each process's body
+                      list and what each Code: entry asks of it
+Output: "ok selftest ..." (or a FAIL per case), "ok TEST: Pn FILE FUNC"
+/ "FAIL TEST: Pn FILE FUNC: reason" per (test, function) pair, "ok TEST:
+Pn body ..." / "FAIL TEST: Pn body lacks TOKEN after TOKEN (line N)
+(Code: FILE FUNC op K, ...)" per (test, process), a coverage line, then
+"N passed, N failed"; exit 1 on any failure.
 """
 
 import os
@@ -75,6 +122,10 @@ C_CALLS = {
     "smp_store_release": [("set", "release", 0)],
     "cmpxchg": [("cmpxchg", "full", 0)], "xchg": [("xchg", "full", 0)],
     "cmpxchg_relaxed": [("cmpxchg", "relaxed", 0)],
+    "try_cmpxchg": [("cmpxchg", "full", 0)],
+    "try_cmpxchg_relaxed": [("cmpxchg", "relaxed", 0)],
+    "try_cmpxchg_acquire": [("cmpxchg", "acquire", 0)],
+    "try_cmpxchg_release": [("cmpxchg", "release", 0)],
     "smp_mb": [("mb", None, None)], "smp_rmb": [("rmb", None, None)],
     "smp_wmb": [("wmb", None, None)],
     "smp_acquire__after_ctrl_dep": [("acquire_ctrl", None, None)],
@@ -109,6 +160,10 @@ C_CALLS = {
     "lp_kids_unlock": [("unlock", None, 0)],
     "list_del_init": [("unlink", None, None)],
     "prepare_to_wait": [("prepare_to_wait", None, 0)],
+    # The same queueing under the wait-queue lock, for a killable or
+    # interruptible wait (it also checks for a signal) and an exclusive one.
+    "prepare_to_wait_event": [("prepare_to_wait", None, 0)],
+    "prepare_to_wait_exclusive": [("prepare_to_wait", None, 0)],
     "wake_up": [("wake_up", None, 0)],
 }
 
@@ -142,6 +197,8 @@ RUST_PATHS = {
     # The C helpers waitqueue.rs calls through bindings.
     "bindings::__wake_up": [("wake_up", None, 0)],
     "bindings::prepare_to_wait": [("prepare_to_wait", None, 0)],
+    "bindings::prepare_to_wait_event": [("prepare_to_wait", None, 0)],
+    "bindings::prepare_to_wait_exclusive": [("prepare_to_wait", None, 0)],
 }
 RUST_BARRIER = {"Read": "rmb", "Write": "wmb", "Full": "mb"}
 
@@ -334,30 +391,440 @@ def arg_name(expr):
     return last_ident(expr)
 
 
-def paren_depth_at(body, pos):
-    return body.count("(", 0, pos) - body.count(")", 0, pos)
+# Rust tokens: char literals, lifetimes, identifiers, numbers, the
+# multi-character operators that matter here, any other character.
+RUST_TOKEN = re.compile(r"'(?:\\.|[^\\'\n])'|'[A-Za-z_]\w*|[A-Za-z_]\w*|\d\w*|"
+                        r"::|=>|->|==|!=|<=|>=|&&|\|\||\.\.=|\.\.|<<=|>>=|[-+*/%^&|]=|\S")
+RUST_BLOCKLIKE = {"if", "match", "loop", "while", "for", "unsafe"}
+RUST_ITEMS = {"fn", "struct", "enum", "impl", "use", "mod", "static", "type", "trait"}
+# After these an expression expects an operand: "|" there opens a closure,
+# "{" a block, and after anything else "|" is an operator and "{" a
+# struct literal's.
+RUST_OPERAND_AFTER = {"=", "==", "!=", "<", ">", "<=", ">=", "+", "-", "*", "/", "%",
+                      "&", "&&", "|", "||", "^", "!", "..", "..=", "=>", ":", "return",
+                      "break", "in", "as", "mut", "move", "+=", "-=", "*=", "/=", "%=",
+                      "&=", "|=", "^=", "<<=", ">>=", "->", "else"}
 
 
-def extract_rust(body):
-    """Tokens in source order.  A lock guard unlocks where Rust drops it:
-    at an explicit drop(guard), else at the end of the block it is bound
-    in (let, if let); a temporary guard at the end of its statement or
-    match arm."""
-    events = []   # (pos, rank, token); rank orders events at one position
-    lock_calls = []   # (start, end, how, lock name)
+class RustDrops:
+    """Where Rust (edition 2021, the kernel's --edition) drops each lock
+    guard of a function body.  A guard is the value of a lock call, as
+    given in CALLS: {start: (end, unlock token)}.  It is dropped
+
+    - bound by let/if let/while let to a name (NAME, mut NAME, Some(NAME)),
+      the call's value reaching the binding through nothing but closing
+      parentheses (x.lock(), cond.then(|| x.lock())): at drop(NAME) in
+      its scope, else at the end of the block the binding is in;
+    - bound to "_" (let _ = x.lock();), or a temporary (x.lock().f = 1,
+      *x.lock() += 1, upgrade(&x.lock(), id)): at the end of its
+      temporary scope: the statement, an if/while condition, a match
+      guard or arm, the body of an if/else/while/loop/for, a closure body
+      or the function body; the scrutinee of if let, while let and match
+      is not one (its temporaries live to the end of the enclosing
+      statement, while let's to the end of each iteration), nor is a plain
+      block's tail expression (to the end of the enclosing statement, after
+      the block's own bindings);
+    - borrowed by a let, let x = &x.lock().f; or &*x.lock(): extended to
+      the end of the let's block.
+
+    Not seen: early exits (return, ?, break, continue drop what is live
+    there too; the list shows the drop at the block's end only), the
+    second operand of && and ||, and a guard moved elsewhere than a
+    binding (returned from a match arm or block, passed by value)."""
+
+    def __init__(self, body, calls):
+        self.body, self.calls = body, calls
+        self.toks = [(m.group(0), m.start(), m.end()) for m in RUST_TOKEN.finditer(body)]
+        self.i, self.seq = 0, 0
+        self.events = []   # (pos, seq, token)
+        self.frames = []   # [kind, [guard start...]]
+        self.blocks = []   # [[name or None, unlock token, dropped]...]
+
+    # -- helpers
+    def tok(self, k=0):
+        j = self.i + k
+        return self.toks[j][0] if 0 <= j < len(self.toks) else None
+
+    def pos(self):
+        return self.toks[self.i][1] if self.i < len(self.toks) else len(self.body)
+
+    def emit(self, pos, token):
+        self.seq += 1
+        self.events.append((pos, self.seq, token))
+
+    def flows(self, start, end):
+        """The guard of the call at START is the value of what ends at END."""
+        return re.fullmatch(r"[)\s]*", self.body[self.calls[start][0]:end]) is not None
+
+    def push_frame(self, kind):
+        self.frames.append([kind, []])
+
+    def close_frame(self, pos, lift=None):
+        """End the innermost temporary scope at POS: its guards are
+        dropped, last made first, but those LIFT(start) says live on."""
+        kind, guards = self.frames.pop()
+        for g in reversed(guards):
+            if lift and lift(g) and self.frames:
+                self.frames[-1][1].append(g)
+            else:
+                self.emit(pos, self.calls[g][1])
+
+    def close_block(self, pos):
+        for name, token, dropped in reversed(self.blocks.pop()):
+            if not dropped:
+                self.emit(pos, token)
+
+    def bind(self, pattern, start, end, guards):
+        """Guards of GUARDS (made between START and END, the initializer
+        or scrutinee) that PATTERN binds by name, or that a let extends:
+        returns them as block bindings, leaving the rest in GUARDS."""
+        m = re.fullmatch(r"\s*(?:Some\s*\(\s*)?(?:mut\s+)?([A-Za-z_]\w*)\s*\)?\s*", pattern)
+        name = m.group(1) if m and m.group(1) != "_" else None
+        init = self.body[start:end]
+        bound = []
+        for g in list(guards):
+            if not start <= g < end:
+                continue
+            ext = init[:g - start] + ".GUARD" + self.body[self.calls[g][0]:end]
+            if name and self.flows(g, end):
+                bound.append([name, self.calls[g][1], False])
+            elif re.fullmatch(r"\s*&\s*(?:mut\s+)?[*\s]*[\w.()\s]*\.GUARD"
+                              r"(?:\s*\.\s*\w+(?!\s*\())*\s*", ext):
+                bound.append([None, self.calls[g][1], False])
+            else:
+                continue
+            guards.remove(g)
+        return bound
+
+    def skip_to(self, stops):
+        """Skip balanced tokens up to one of STOPS at depth 0."""
+        depth = 0
+        while self.i < len(self.toks):
+            t = self.tok()
+            if depth == 0 and t in stops:
+                return
+            if t in "([{":
+                depth += 1
+            elif t in ")]}":
+                if depth == 0:
+                    return
+                depth -= 1
+            self.i += 1
+
+    # -- grammar
+    def run(self):
+        self.push_frame("fn")
+        self.blocks.append([])
+        self.statements()
+        end = len(self.body)
+        while len(self.blocks):
+            self.close_block(end)
+        while self.frames:
+            self.close_frame(end)
+        return self.events
+
+    def statements(self):
+        while self.i < len(self.toks) and self.tok() != "}":
+            before = self.i
+            self.statement()
+            if self.i == before:
+                self.i += 1
+
+    def statement(self):
+        t = self.tok()
+        if t == ";":
+            self.i += 1
+        elif t == "#":
+            self.i += 1
+            if self.tok() == "!":
+                self.i += 1
+            if self.tok() == "[":
+                self.group("[", "]")
+        elif t in RUST_ITEMS or (t == "const" and self.tok(1) != "{"):
+            self.skip_to({";", "{"})
+            if self.tok() == "{":
+                self.group("{", "}", skip=True)
+            elif self.tok() == ";":
+                self.i += 1
+        elif t == "let":
+            self.let()
+        else:
+            self.push_frame("stmt")
+            if t in RUST_BLOCKLIKE or t == "{" or (t.startswith("'") and self.tok(1) == ":"):
+                end = self.blocklike()
+                if self.tok() not in (".", "?"):
+                    if self.tok() == ";":
+                        self.close_frame(self.pos())
+                        self.i += 1
+                    elif self.tok() == "}" or self.tok() is None:
+                        self.close_frame(end, lift=lambda g: True)   # the tail
+                    else:
+                        self.close_frame(end)
+                    return
+            self.expr({";"})
+            if self.tok() == ";":
+                self.close_frame(self.pos())
+                self.i += 1
+            else:
+                self.close_frame(self.pos(), lift=lambda g: True)   # the tail
+
+    def let(self):
+        self.i += 1
+        start = self.i
+        self.skip_to({"=", ";", ":"})
+        pattern = self.body[self.toks[start][1]:self.pos()]
+        if self.tok() == ":":
+            self.i += 1
+            self.skip_to({"=", ";"})
+        self.push_frame("stmt")
+        if self.tok() == "=":
+            self.i += 1
+            init = self.pos()
+            self.expr({";", "else"})
+            end = self.toks[self.i - 1][2]
+            self.blocks[-1].extend(self.bind(pattern, init, end, self.frames[-1][1]))
+            if self.tok() == "else":
+                self.i += 1
+                self.block()
+        self.close_frame(self.pos())
+        if self.tok() == ";":
+            self.i += 1
+
+    def blocklike(self):
+        """Parse if/match/loop/while/for/unsafe {}/{}; return the position
+        of its closing brace."""
+        t = self.tok()
+        if t.startswith("'"):
+            self.i += 2
+            return self.blocklike()
+        if t == "if":
+            return self.if_()
+        if t == "match":
+            return self.match()
+        if t == "loop":
+            self.i += 1
+            return self.block("body")
+        if t == "while":
+            return self.while_()
+        if t == "for":
+            self.i += 1
+            self.skip_to({"in"})
+            self.i += 1
+            self.expr({"{"})
+            return self.block("body")
+        if t == "unsafe":
+            self.i += 1
+        return self.block()
+
+    def block(self, frame=None, bound=()):
+        """A { } block (a temporary scope if FRAME), with BOUND bindings
+        made by an if let/while let head; returns the '}' position."""
+        if self.tok() != "{":
+            return self.pos()
+        self.i += 1
+        if frame:
+            self.push_frame(frame)
+        self.blocks.append(list(bound))
+        self.statements()
+        end = self.pos()
+        self.close_block(end)
+        if frame:
+            self.close_frame(end)
+        if self.tok() == "}":
+            self.i += 1
+        return end
+
+    def let_head(self):
+        """"let PAT =" of if let/while let: returns PAT's text."""
+        self.i += 1
+        start = self.i
+        self.skip_to({"="})
+        pattern = self.body[self.toks[start][1]:self.pos()]
+        self.i += 1
+        return pattern
+
+    def if_(self):
+        self.i += 1
+        if self.tok() == "let":
+            pattern = self.let_head()
+            start = self.pos()
+            self.expr({"{"}, head=True)
+            bound = self.bind(pattern, start, self.toks[self.i - 1][2], self.frames[-1][1])
+            end = self.block("body", bound)
+        else:
+            self.push_frame("cond")
+            self.expr({"{"}, head=True)
+            self.close_frame(self.pos())
+            end = self.block("body")
+        if self.tok() == "else":
+            self.i += 1
+            end = self.if_() if self.tok() == "if" else self.block("body")
+        return end
+
+    def while_(self):
+        self.i += 1
+        if self.tok() == "let":
+            pattern = self.let_head()
+            self.push_frame("body")   # the scrutinee's temporaries: each iteration
+            start = self.pos()
+            self.expr({"{"}, head=True)
+            bound = self.bind(pattern, start, self.toks[self.i - 1][2], self.frames[-1][1])
+            end = self.block(None, bound)
+            self.close_frame(end)
+            return end
+        self.push_frame("cond")
+        self.expr({"{"}, head=True)
+        self.close_frame(self.pos())
+        return self.block("body")
+
+    def match(self):
+        self.i += 1
+        self.expr({"{"}, head=True)
+        if self.tok() != "{":
+            return self.pos()
+        self.i += 1
+        while self.i < len(self.toks) and self.tok() != "}":
+            self.skip_to({"=>", "if"})
+            if self.tok() == "if":
+                self.push_frame("guard")
+                self.i += 1
+                self.expr({"=>"})
+                self.close_frame(self.pos())
+            self.i += 1   # =>
+            self.push_frame("arm")
+            if self.tok() == "{":
+                end = self.block()
+                self.close_frame(end)
+            else:
+                self.expr({",", "}"})
+                self.close_frame(self.pos())
+            if self.tok() == ",":
+                self.i += 1
+        end = self.pos()
+        self.i += 1
+        return end
+
+    def closure(self, stops):
+        if self.tok() == "||":
+            self.i += 1
+        else:
+            self.i += 1
+            self.skip_to({"|"})
+            self.i += 1
+        if self.tok() == "->":
+            self.skip_to({"{"})
+        if self.tok() == "{":
+            self.push_frame("closure")
+            end = self.block()
+            self.close_frame(end)
+            return
+        self.push_frame("closure")
+        self.expr(stops | {","})
+        end = self.toks[self.i - 1][2]
+        # A guard that is the closure's value is returned, not dropped.
+        self.close_frame(end, lift=lambda g: self.flows(g, end))
+
+    def group(self, open_c, close_c, skip=False):
+        self.i += 1
+        while self.i < len(self.toks) and self.tok() != close_c:
+            before = self.i
+            if skip:
+                self.skip_to({close_c})
+            else:
+                self.expr({",", close_c})
+            if self.i == before or self.tok() not in (close_c,):
+                self.i += 1
+        self.i += 1
+
+    def expr(self, stops, head=False):
+        """An expression, up to one of STOPS or a closing bracket at its
+        depth; in an if/while/match HEAD, "{" ends it."""
+        operand = True
+        while self.i < len(self.toks):
+            t, p = self.tok(), self.pos()
+            if t in stops or t in (")", "]", "}", ";"):
+                return
+            if p in self.calls:
+                self.frames[-1][1].append(p)
+            if t == "drop" and self.tok(1) == "(" and self.tok(3) == ")" and \
+                    self.tok(-1) not in (".",):
+                for block in reversed(self.blocks):
+                    mine = [b for b in block if b[0] == self.tok(2)]
+                    if mine:
+                        # In another branch after the same guard was
+                        # dropped, drop() unlocks there too.
+                        self.emit(p, mine[-1][1])
+                        mine[-1][2] = True
+                        break
+            if t in ("(", "["):
+                self.group(t, ")" if t == "(" else "]")
+                operand = False
+            elif t == "{":
+                if operand:
+                    self.block()
+                else:
+                    self.group("{", "}")
+                operand = False
+            elif operand and (t in ("if", "match", "loop", "while", "for") or
+                              (t == "unsafe" and self.tok(1) == "{")):
+                self.blocklike()
+                operand = False
+            elif t.startswith("'") and self.tok(1) == ":":
+                self.i += 2
+            elif operand and t in ("|", "||"):
+                self.closure(stops)
+                operand = False
+            else:
+                operand = t in RUST_OPERAND_AFTER or t in (",", "(", "[")
+                self.i += 1
+
+
+def rust_lock_names(repo):
+    """Names declared as an RwLock/RwSem (fields, parameters) and as a
+    Refcount, in rust-module/: the receivers whose .read() is a lock and
+    a refcount_read() respectively."""
+    rw, rc = set(), set()
+    d = os.path.join(repo, "rust-module")
+    for fn in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        if fn.endswith(".rs"):
+            with open(os.path.join(d, fn), encoding="utf-8") as f:
+                text = strip(f.read(), True)
+            ty = r"\b(\w+)\s*:\s*&?\s*(?:'\w+\s+)?(?:mut\s+)?(?:\w+::)*%s\b"
+            rw |= set(re.findall(ty % r"(?:RwLock|RwSem)", text))
+            rc |= set(re.findall(ty % r"Refcount", text))
+    return rw, rc
+
+
+RUST_NAMES = None   # (rwlock/rwsem names, Refcount names), set by main()
+
+
+def extract_rust(body, names=None):
+    """Tokens in source order.  A lock guard unlocks where Rust drops it
+    (RustDrops)."""
+    rw, rc = names or RUST_NAMES or (set(), set())
+    events = []   # (pos, rank, seq, token); rank orders events at one position
+    calls = {}    # start -> (end, unlock token): the guards
     for m in re.finditer(r"\.(lock|read|write)\(\)", body):
-        lock_calls.append((m.start(), m.end(), m.group(1), receiver(body, m.start())))
+        nm = receiver(body, m.start())
+        how = m.group(1)
+        if how == "read" and nm in rc:
+            events.append((m.start(), 0, 0, tok("read", "once", nm)))   # refcount_read()
+            continue
+        if how != "lock" and nm not in rw:
+            continue    # not a lock: a UserSliceReader's read(), ...
+        events.append((m.start(), 0, 0, tok("lock_read" if how == "read" else "lock", None, nm)))
+        calls[m.start()] = (m.end(), tok("unlock_read" if how == "read" else "unlock", None, nm))
     for m in re.finditer(r"\.dec_and_lock\(", body):
         pos, paren = m.start(), m.end() - 1
         close = match_close(body, paren, "(", ")")
         nm = last_ident(body[paren + 1:close])
         var = receiver(body, pos)
         # refcount_dec_and_mutex_lock()'s body, as patch 0005 writes it.
-        events.append((pos, 0, tok("dec_not_one", "release", var)))
-        events.append((pos, 1, tok("lock", None, nm)))
-        events.append((pos, 2, tok("fetch_sub", REL_ACQ, var)))
-        events.append((pos, 3, tok("unlock", None, nm)))
-        lock_calls.append((pos, close + 1, "guard", nm))
+        events.append((pos, 0, 0, tok("dec_not_one", "release", var)))
+        events.append((pos, 1, 0, tok("lock", None, nm)))
+        events.append((pos, 2, 0, tok("fetch_sub", REL_ACQ, var)))
+        events.append((pos, 3, 0, tok("unlock", None, nm)))
+        calls[pos] = (close + 1, tok("unlock", None, nm))
     for m in re.finditer(r"\.([a-z_]\w*)\(", body):
         name = m.group(1)
         if name not in RUST_METHODS:
@@ -367,81 +834,98 @@ def extract_rust(body):
         kind, order = RUST_METHODS[name]
         if order == "arg":
             order = RUST_ORDER.get(args[-1] if args else "", "?")
-        events.append((m.start(), 0, tok(kind, order, receiver(body, m.start()))))
+        events.append((m.start(), 0, 0, tok(kind, order, receiver(body, m.start()))))
     for path, spec in RUST_PATHS.items():
         for m in re.finditer(r"(?<![\w:])%s\(" % re.escape(path), body):
             paren = m.end() - 1
             args = split_args(body[paren + 1:match_close(body, paren, "(", ")")])
             for kind, order, idx in spec:
                 nm = arg_name(args[idx]) if idx is not None and idx < len(args) else None
-                events.append((m.start(), 0, tok(kind, order, nm)))
+                events.append((m.start(), 0, 0, tok(kind, order, nm)))
     for m in re.finditer(r"\bsmp_mb\((\w*)\)", body):
-        events.append((m.start(), 0, RUST_BARRIER.get(m.group(1) or "Full", "mb?")))
+        events.append((m.start(), 0, 0, RUST_BARRIER.get(m.group(1) or "Full", "mb?")))
     for m in re.finditer(r"\.do_unlocked\(", body):
         nm = receiver(body, m.start())
-        events.append((m.start(), 0, tok("unlock", None, nm)))
-        events.append((match_close(body, m.end() - 1, "(", ")"), 0, tok("lock", None, nm)))
+        events.append((m.start(), 0, 0, tok("unlock", None, nm)))
+        events.append((match_close(body, m.end() - 1, "(", ")"), 0, 0, tok("lock", None, nm)))
+    for pos, seq, t in RustDrops(body, calls).run():
+        events.append((pos, 4, seq, t))
+    return [t for _, _, _, t in sorted(events, key=lambda e: e[:3])]
 
-    # Guards: "let [Some(][mut] NAME = ...lock()" (or "if let"), with only
-    # ")" between the call and the statement's ";" or "{", binds NAME;
-    # anything else is a temporary.
-    guards = {}   # start -> (name or None, "{" or ";", unlock token, stmt paren depth)
-    for start, end, how, nm in lock_calls:
-        if how != "guard":
-            events.append((start, 0, tok("lock_read" if how == "read" else "lock", None, nm)))
-        unlock = tok("unlock_read" if how == "read" else "unlock", None, nm)
-        stmt = max(body.rfind(";", 0, start), body.rfind("{", 0, start),
-                   body.rfind("}", 0, start), body.rfind("=>", 0, start) + 1) + 1
-        head = body[stmt:start]
-        lm = re.match(r"\s*(?:if\s+|while\s+)?let\s+(?:Some\()?(?:mut\s+)?(\w+)", head)
-        tail = re.match(r"[)\s]*([;{])", body[end:])
-        if lm and tail and not re.search(r"\b(match|if)\b", head[lm.end():]):
-            guards[start] = (lm.group(1), tail.group(1), unlock, None)
+
+# --selftest: Rust function bodies and the lists extract_rust() must give,
+# with "rw" an RwLock and "rc" a Refcount (see RustDrops).
+SELFTEST_NAMES = ({"rw"}, {"rc"})
+SELFTEST = [
+    ("let _ = a.lock(); x.store(1, Relaxed);",
+     "lock(a) unlock(a) set.once(x)"),
+    ("let _g = a.lock(); x.store(1, Relaxed);",
+     "lock(a) set.once(x) unlock(a)"),
+    ("a.lock().f = 1; x.store(1, Relaxed);",
+     "lock(a) unlock(a) set.once(x)"),
+    ("*a.lock() += 1; x.store(1, Relaxed);",
+     "lock(a) unlock(a) set.once(x)"),
+    ("let v = a.lock().f; x.store(v, Relaxed);",
+     "lock(a) unlock(a) set.once(x)"),
+    ("let r = &a.lock().f; x.store(*r, Relaxed);",
+     "lock(a) set.once(x) unlock(a)"),
+    ("let r = &mut *a.lock(); x.store(1, Relaxed);",
+     "lock(a) set.once(x) unlock(a)"),
+    ("let g = a.lock(); x.store(1, Relaxed); drop(g); y.store(1, Relaxed);",
+     "lock(a) set.once(x) unlock(a) set.once(y)"),
+    ("let g = a.lock(); let g = b.lock(); drop(g); x.store(1, Relaxed);",
+     "lock(a) lock(b) unlock(b) set.once(x) unlock(a)"),
+    ("{ let g = a.lock(); x.store(1, Relaxed); } y.store(1, Relaxed);",
+     "lock(a) set.once(x) unlock(a) set.once(y)"),
+    ("if c { let _ = a.lock(); x.store(1, Relaxed); } y.store(1, Relaxed);",
+     "lock(a) unlock(a) set.once(x) set.once(y)"),
+    ("let g = c.then(|| a.lock()); x.store(1, Relaxed);",
+     "lock(a) set.once(x) unlock(a)"),
+    ("let v = c.then(|| a.lock().f); x.store(1, Relaxed);",
+     "lock(a) unlock(a) set.once(x)"),
+    ("if a.lock().ready { x.store(1, Relaxed); } y.store(1, Relaxed);",
+     "lock(a) unlock(a) set.once(x) set.once(y)"),
+    ("if let Some(v) = a.lock().get(0) { x.store(*v, Relaxed); } else { y.store(1, Relaxed); }"
+     " z.store(1, Relaxed);",
+     "lock(a) set.once(x) set.once(y) unlock(a) set.once(z)"),
+    ("if let Some(mut l) = r.dec_and_lock(&m) { x.store(1, Relaxed); } y.store(1, Relaxed);",
+     "dec_not_one.release(r) lock(m) fetch_sub.release+acquire(r) unlock(m) set.once(x) "
+     "unlock(m) set.once(y)"),
+    ("while let Some(v) = q.lock().pop() { x.store(v, Relaxed); } y.store(1, Relaxed);",
+     "lock(q) set.once(x) unlock(q) set.once(y)"),
+    ("match a.lock().state { 0 => x.store(1, Relaxed), _ => {} } y.store(1, Relaxed);",
+     "lock(a) set.once(x) unlock(a) set.once(y)"),
+    ("match k { 0 => a.lock().f = 1, _ => x.store(1, Relaxed) }",
+     "lock(a) unlock(a) set.once(x)"),
+    ("let n = match k { 0 => f(&a.lock(), 1), _ => 0 }; x.store(n, Relaxed);",
+     "lock(a) unlock(a) set.once(x)"),
+    ("let n = { let g = b.lock(); a.lock().len() }; x.store(n, Relaxed);",
+     "lock(b) lock(a) unlock(b) unlock(a) set.once(x)"),
+    ("let s = S { v: a.lock().f }; x.store(s.v, Relaxed);",
+     "lock(a) unlock(a) set.once(x)"),
+    ("x.store(1, Relaxed); a.lock().f",
+     "set.once(x) lock(a) unlock(a)"),
+    ("let s = rw.read(); let n = rc.read(); let b = reader.read()?; x.store(n, Relaxed);",
+     "lock_read(rw) read.once(rc) set.once(x) unlock_read(rw)"),
+    ("let mut w = rw.write(); w.f = 1; drop(w); x.store(1, Relaxed);",
+     "lock(rw) unlock(rw) set.once(x)"),
+]
+
+
+def selftest():
+    """[(ok, line)]: extract_rust() on each SELFTEST body."""
+    out = []
+    for n, (src, want) in enumerate(SELFTEST, 1):
+        try:
+            got = " ".join(extract_rust(strip(src, True), SELFTEST_NAMES))
+        except (ValueError, IndexError) as e:
+            got = "error: %s" % e
+        if got == want:
+            out.append((True, "ok selftest %d: %s" % (n, src)))
         else:
-            guards[start] = (None, None, unlock, paren_depth_at(body, stmt))
-    drops = {m.start(): m.group(1) for m in re.finditer(r"\bdrop\((\w+)\)", body)}
-
-    depth = pdepth = 0
-    live, temps = [], []     # [name, block depth, token]; [paren depth, block depth, token]
-    bound_names = {}
-    for i, c in enumerate(body):
-        if i in guards:
-            name, term, t, pd = guards[i]
-            if name is None:
-                temps.append([pd, depth, t])
-            else:
-                live.append([name, depth + 1 if term == "{" else depth, t])
-                bound_names[name] = t
-        if i in drops and drops[i] in bound_names:
-            # drop(guard) unlocks there, and not again at the block's end;
-            # in another branch, after the same guard was dropped, too.
-            events.append((i, 0, bound_names[drops[i]]))
-            mine = [g for g in live if g[0] == drops[i]]
-            if mine:
-                live.remove(mine[-1])
-        if c == "(":
-            pdepth += 1
-        elif c == ")":
-            pdepth -= 1
-        elif c == "{":
-            depth += 1
-        elif c == "}":
-            for t in [t for t in temps if t[1] >= depth]:
-                events.append((i, 4, t[2]))
-                temps.remove(t)
-            for g in reversed([g for g in live if g[1] >= depth]):
-                events.append((i, 5, g[2]))
-                live.remove(g)
-            depth -= 1
-        elif c in ";,":
-            for t in [t for t in temps if t[1] == depth and t[0] == pdepth]:
-                events.append((i, 4, t[2]))
-                temps.remove(t)
-    for t in temps:
-        events.append((len(body), 4, t[2]))
-    for g in reversed(live):
-        events.append((len(body), 5, g[2]))
-    return [t for _, _, t in sorted(events, key=lambda e: (e[0], e[1]))]
+            out.append((False, "FAIL selftest %d: %s\n     want: %s\n     got:  %s"
+                        % (n, src, want, got)))
+    return out
 
 
 def extract(repo, path, func):
@@ -461,31 +945,53 @@ def extract(repo, path, func):
 # ------------------------------------------------------------ headers
 
 
-def parse_code(litpath):
-    """[(process, file, function, [tokens], line)] from the header."""
+def header_sections(litpath):
+    """{section: [(line, first line, [continuation lines])]} of the header
+    comment's sections: a line "NAME:" alone opens one ("Code:",
+    "Abstracted:"); it ends at an empty comment line, another section or
+    the end of the comment.  An entry is a line at the comment's margin
+    and the lines indented (tab or spaces) under it."""
     with open(litpath, encoding="utf-8") as f:
         lines = f.read().split("\n")
-    entries, inside = [], False
+    out, cur = {}, None
     for no, line in enumerate(lines, 1):
         body = re.sub(r"^\s*\* ?", "", line) if re.match(r"^\s*\*", line) else None
         if body is None or body.strip().startswith(")"):
-            if inside:
+            if cur is not None:
                 break
             continue
-        if re.match(r"Code:\s*$", body.strip()):
-            inside = True
+        m = re.match(r"([A-Z][A-Za-z ]*):\s*$", body.strip())
+        if m and not body.startswith(("\t", " ")):
+            cur = out.setdefault(m.group(1), [])
             continue
-        if not inside:
+        if cur is None:
             continue
         if not body.strip():
-            break
-        m = re.match(r"(P\d+)\s+(\S+)\s+(\S+)\s*$", body.strip())
-        if m and not body.startswith(("\t", " ")):
-            entries.append([m.group(1), m.group(2), m.group(3), [], no])
-        elif entries and body.startswith(("\t", " ")):
-            entries[-1][3].extend(body.split())
+            cur = None
+            continue
+        if body.startswith(("\t", " ")) and cur:
+            cur[-1][2].append(body.strip())
         else:
-            entries.append(["?", "?", "?", ["unparsable:", body.strip()], no])
+            cur.append((no, body.strip(), []))
+    return out
+
+
+def section_entries(litpath, name):
+    """[(line, text)] of one header section, each entry's lines joined."""
+    return [(no, " ".join([first] + more))
+            for no, first, more in header_sections(litpath).get(name, [])]
+
+
+def parse_code(litpath):
+    """[(process, file, function, [tokens], line)] from the header."""
+    entries = []
+    for no, first, more in header_sections(litpath).get("Code", []):
+        m = re.match(r"(P\d+)\s+(\S+)\s+(\S+)\s*$", first)
+        if m:
+            entries.append([m.group(1), m.group(2), m.group(3),
+                            " ".join(more).split(), no])
+        else:
+            entries.append(["?", "?", "?", ["unparsable:", first], no])
     return entries
 
 
@@ -506,6 +1012,288 @@ def diff(want, got):
     if len(want) > len(got):
         return "the code ends before operation %d, %s (missing)" % (len(got) + 1, want[len(got)])
     return "the code has more: operation %d, %s (added)" % (len(want) + 1, got[len(want)])
+
+# ------------------------------------------------------------ litmus bodies
+
+# LKMM C calls of a litmus body: name -> list of (kind, ordering, arg index
+# of the variable).  The atomic_*() family goes through C_ATOMIC as in the
+# modules' C.  A call in no table fails the check: the body's list is
+# complete or the test is not checked.
+BODY_CALLS = {
+    "READ_ONCE": [("read", "once", 0)], "WRITE_ONCE": [("set", "once", 0)],
+    "smp_load_acquire": [("read", "acquire", 0)],
+    "smp_store_release": [("set", "release", 0)],
+    # smp_store_mb(): WRITE_ONCE() then smp_mb() (asm-generic/barrier.h).
+    "smp_store_mb": [("set", "once", 0), ("mb", None, None)],
+    "cmpxchg": [("cmpxchg", "full", 0)], "xchg": [("xchg", "full", 0)],
+    "cmpxchg_relaxed": [("cmpxchg", "relaxed", 0)],
+    "cmpxchg_acquire": [("cmpxchg", "acquire", 0)],
+    "cmpxchg_release": [("cmpxchg", "release", 0)],
+    "xchg_relaxed": [("xchg", "relaxed", 0)],
+    "xchg_acquire": [("xchg", "acquire", 0)],
+    "xchg_release": [("xchg", "release", 0)],
+    "smp_mb": [("mb", None, None)], "smp_rmb": [("rmb", None, None)],
+    "smp_wmb": [("wmb", None, None)],
+    "smp_mb__before_atomic": [("mb_before_atomic", None, None)],
+    "smp_mb__after_atomic": [("mb_after_atomic", None, None)],
+    "smp_mb__after_spinlock": [("mb_after_spinlock", None, None)],
+    "spin_lock": [("lock", None, 0)], "spin_unlock": [("unlock", None, 0)],
+    "spin_trylock": [("trylock", None, 0)],
+    "barrier": [("barrier", None, None)],
+}
+C_KEYWORDS = {"if", "while", "for", "switch", "return", "sizeof"}
+
+# What the kernel defines these operations as, applied to every Code:
+# operation that no Abstracted: line rewrote (README "Modeling choices"):
+# refcount_dec_and_test() is atomic_fetch_sub_release() then, on 1 -> 0,
+# smp_acquire__after_ctrl_dep(), itself smp_rmb() (asm-generic/barrier.h);
+# refcount_dec_not_one() is atomic_read() then an
+# atomic_try_cmpxchg_release() loop (lib/refcount.c).
+DEFINITIONS = {
+    ("fetch_sub", REL_ACQ): [("fetch_sub", "release", True), ("rmb", None, False)],
+    ("dec_not_one", "release"): [("read", "once", True), ("cmpxchg", "release", True)],
+    ("acquire_ctrl", None): [("rmb", None, False)],
+}
+
+
+def split_tok(t):
+    """(kind, order or None, name or None) of KIND[.ORDER][(NAME)]."""
+    m = re.fullmatch(r"([A-Za-z_]\w*)(?:\.([\w+]+))?(?:\((\w+)\))?", t)
+    if not m:
+        return None
+    return m.group(1), m.group(2), m.group(3)
+
+
+def join_tok(kind, order, name):
+    return kind + ("." + order if order else "") + ("(%s)" % name if name else "")
+
+
+def parse_body(litpath):
+    """{process: [(token, line)]} from the litmus test's C body, or
+    (None, error).  Marked accesses and fences map to the Code: vocabulary
+    (BODY_CALLS, C_ATOMIC); a plain access *x to a parameter x of the
+    process is read.plain(x) or set.plain(x) (both for x op= v)."""
+    with open(litpath, encoding="utf-8") as f:
+        text = f.read()
+    end = text.find("*)")
+    text = text[:end + 2] + strip(text[end + 2:], False) if end >= 0 else strip(text, False)
+    procs = {}
+    for m in re.finditer(r"^P(\d+)\s*\(([^)]*)\)\s*\{", text, re.M):
+        proc = "P" + m.group(1)
+        params = {last_ident(a) for a in m.group(2).split(",")} - {None}
+        start = m.end()
+        body = text[start:match_close(text, m.end() - 1, "{", "}")]
+        ops = []
+        calls = []
+        for c in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", body):
+            name, paren = c.group(1), c.end() - 1
+            if name in C_KEYWORDS:
+                continue
+            close = match_close(body, paren, "(", ")")
+            args = split_args(body[paren + 1:close])
+            line = text.count("\n", 0, start + c.start()) + 1
+            calls.append((c.start(), close))
+            am = re.fullmatch(r"atomic(?:64|_long)?_(\w+?)(_relaxed|_acquire|_release)?", name)
+            if am and am.group(1) in C_ATOMIC:
+                kind, order = C_ATOMIC[am.group(1)]
+                if order is None:
+                    order = ORDER_SUFFIX[am.group(2) or ""]
+                var = [last_ident(a) for a in args if last_ident(a) in params]
+                if not var:
+                    return None, "line %d: %s() on no variable of %s's parameters" % (
+                        line, name, proc)
+                ops.append((c.start(), 0, tok(kind, order, var[0]), line))
+            elif name in BODY_CALLS:
+                for rank, (kind, order, idx) in enumerate(BODY_CALLS[name]):
+                    nm = last_ident(args[idx]) if idx is not None and idx < len(args) else None
+                    ops.append((c.start(), rank, tok(kind, order, nm), line))
+            else:
+                return None, "line %d: %s(): no token for it (litmus_code.py BODY_CALLS)" % (
+                    line, name)
+        for d in re.finditer(r"\*\s*([A-Za-z_]\w*)", body):
+            if d.group(1) not in params or any(s < d.start() < e for s, e in calls):
+                continue
+            before = body[:d.start()].rstrip()
+            if before.endswith(")"):
+                # "if (c) *x = 1;" is a store, "(a) * x" a product.
+                depth, k = 0, len(before) - 1
+                while k >= 0:
+                    depth += {")": 1, "(": -1}.get(body[k], 0)
+                    if depth == 0:
+                        break
+                    k -= 1
+                head = body[:max(k, 0)]
+                if not re.search(r"\b(if|while|for)\s*$", head):
+                    continue
+            elif before and (before[-1].isalnum() or before[-1] in "_]"):
+                continue    # a product, or a declaration "int *r"
+            line = text.count("\n", 0, start + d.start()) + 1
+            after = body[d.end():]
+            if re.match(r"\s*=(?!=)", after):
+                ops.append((d.start(), 0, tok("set", "plain", d.group(1)), line))
+            elif re.match(r"\s*([-+*/%&|^]|<<|>>)=", after):
+                ops.append((d.start(), 0, tok("read", "plain", d.group(1)), line))
+                ops.append((d.start(), 1, tok("set", "plain", d.group(1)), line))
+            else:
+                ops.append((d.start(), 0, tok("read", "plain", d.group(1)), line))
+        procs[proc] = [(t, ln) for _, _, t, ln in sorted(ops)]
+    return procs, None
+
+
+def parse_abstracted(litpath):
+    """[(processes, form, lhs, rhs, reason, line)] from the header's
+    "Abstracted:" section (see the module docstring); form is "rename"
+    (lhs: [(code name, body name)]), "rewrite" or "leave-out" (lhs, rhs:
+    token lists), or "?" (rhs: why it cannot be read)."""
+    out = []
+    for no, text in section_entries(litpath, "Abstracted"):
+        m = re.match(r"(P\d+(?:,P\d+)*)\s+(.*)$", text)
+        if not m:
+            out.append(([], "?", [], "no process: start the line with P0, P1, ... or P0,P1",
+                        "", no))
+            continue
+        procs = m.group(1).split(",")
+        spec, sep, reason = m.group(2).partition(":")
+        if not sep or not reason.strip():
+            out.append((procs, "?", [], "no reason: the operations, then \": why\"", "", no))
+            continue
+        words = spec.split()
+        if "->" in words:
+            left, _, right = spec.partition("->")
+            runs, rhs = [r.split() for r in left.split(",")], right.split()
+            bad = [t for t in sum(runs, []) + rhs if not split_tok(t)]
+            if not all(runs) or not rhs or bad:
+                out.append((procs, "?", [], "a rewrite is RUN[, RUN...] -> BODY-TOKENS%s" % (
+                    ", not %s" % bad[0] if bad else ""), "", no))
+                continue
+            out.append((procs, "rewrite", runs, rhs, reason.strip(), no))
+        elif words and all(re.fullmatch(r"\w+=\w+", w) for w in words):
+            out.append((procs, "rename", [tuple(w.split("=")) for w in words], [],
+                        reason.strip(), no))
+        elif words and all(split_tok(w) for w in spec.replace(",", " ").split()):
+            runs = [r.split() for r in spec.split(",")]
+            if not all(runs):
+                out.append((procs, "?", [], "an empty run between commas", "", no))
+                continue
+            out.append((procs, "leave-out", runs, [], reason.strip(), no))
+        else:
+            out.append((procs, "?", [], "cannot read %r: NAME=BODYNAME..., RUN[, RUN...] -> "
+                        "TOKENS or RUN[, RUN...]" % spec.strip(), "", no))
+    return out
+
+
+def code_for_body(tokens, rules, used):
+    """The Code: operations of one entry as the body must have them, in
+    order: [(token for the body, Code: operation number, Code: token)].
+    Bracketed operations (another flavor's) are dropped; then each rewrite
+    and leave-out rule, in header order, replaces every run of its Code:
+    tokens not yet rewritten; then DEFINITIONS and the renames apply to
+    what is left.  USED collects what applied: (line, run index) of a
+    rewrite or leave-out, (line, code name) of a rename."""
+    items, inside = [], False
+    for no, t in enumerate(tokens, 1):
+        if t.startswith("["):
+            inside = True
+        if not inside:
+            items.append([t, no, t, False])
+        if t.endswith("]"):
+            inside = False
+    for procs, form, runs, rhs, _, line in rules:
+        if form not in ("rewrite", "leave-out"):
+            continue
+        for k, lhs in enumerate(runs):
+            i, out = 0, []
+            while i < len(items):
+                run = items[i:i + len(lhs)]
+                if len(run) == len(lhs) and not any(x[3] for x in run) and \
+                        [x[0] for x in run] == lhs:
+                    used.add((line, k))
+                    out.extend([r, run[0][1], " ".join(lhs), True] for r in rhs)
+                    i += len(lhs)
+                else:
+                    out.append(items[i])
+                    i += 1
+            items = out
+    renames = {}
+    for procs, form, lhs, rhs, _, line in rules:
+        if form == "rename":
+            for code, body in lhs:
+                renames.setdefault(code, (body, line))
+    out = []
+    for t, no, orig, final in items:
+        if final:
+            out.append((t, no, orig))
+            continue
+        kind, order, name = split_tok(t)
+        if name in renames:
+            used.add((renames[name][1], name))
+            name = renames[name][0]
+        for k2, o2, named in DEFINITIONS.get((kind, order), [(kind, order, True)]):
+            out.append((join_tok(k2, o2, name if named else None), no, orig))
+    return out
+
+
+def check_bodies(litpath, test, entries):
+    """One (ok, line) per process of the test that a Code: entry names:
+    each entry's operations (as code_for_body() gives them) must be a
+    subsequence of the process's body operations; plus a failure for each
+    Abstracted: line that cannot be read or changes nothing."""
+    results = []
+    procs, err = parse_body(litpath)
+    rules = parse_abstracted(litpath)
+    if err:
+        return [(False, "FAIL %s: body: %s" % (test, err))]
+    used = set()
+    for procs_, form, lhs, rhs, reason, line in rules:
+        if form == "?":
+            results.append((False, "FAIL %s:%d: Abstracted: %s" % (test, line, rhs)))
+    byproc = {}
+    for proc, path, func, tokens, line in entries:
+        if proc != "?":
+            byproc.setdefault(proc, []).append((path, func, tokens))
+    for proc in sorted(byproc, key=lambda p: int(p[1:])):
+        mine = [r for r in rules if proc in r[0] and r[1] != "?"]
+        if proc not in procs:
+            results.append((False, "FAIL %s: %s body: the test has no process %s" % (
+                test, proc, proc)))
+            continue
+        body = procs[proc]
+        misses = []
+        for path, func, tokens in byproc[proc]:
+            want = code_for_body(tokens, mine, used)
+            j, prev = 0, None
+            for t, no, orig in want:
+                k = next((k for k in range(j, len(body)) if body[k][0] == t), None)
+                if k is None:
+                    misses.append((t, no, orig, prev, path, func,
+                                   any(b[0] == t for b in body[:j])))
+                    break
+                prev, j = body[k], k + 1
+        if not misses:
+            results.append((True, "ok %s: %s body has the Code: operations of %d functions" % (
+                test, proc, len(byproc[proc]))))
+            continue
+        t, no, orig, prev, path, func, earlier = misses[0]
+        same = [m for m in misses if m[0] == t]
+        where = ", ".join("%s %s op %d%s" % (m[4], m[5], m[1], "" if m[2] == m[0] else " " + m[2])
+                          for m in same)
+        after = " after %s (line %d)" % prev if prev else ""
+        results.append((False, "FAIL %s: %s body lacks %s%s%s (Code: %s)%s" % (
+            test, proc, t, after, ", it comes only before" if earlier else "", where,
+            "; %d more Code: entries lack another" % (len(misses) - len(same))
+            if len(misses) > len(same) else "")))
+    for procs_, form, lhs, rhs, reason, line in rules:
+        if form == "rename":
+            stale = ["%s=%s" % x for x in lhs if (line, x[0]) not in used]
+        elif form != "?":
+            stale = [" ".join(r) for k, r in enumerate(lhs) if (line, k) not in used]
+        else:
+            stale = []
+        if stale:
+            results.append((False, "FAIL %s:%d: Abstracted: %s %s changes no Code: operation "
+                            "of %s" % (test, line, ",".join(procs_), ", ".join(stale),
+                                       " or ".join(procs_))))
+    return results
 
 # ------------------------------------------------------------ coverage
 
@@ -561,10 +1349,19 @@ def load_unmodeled(repo):
 
 
 def main(argv):
-    if len(argv) >= 2 and argv[1:2] != ["--show"]:
+    if len(argv) >= 2 and (not argv[1].startswith("--") or argv[1] == "--selftest"):
         repo = argv[1]
     else:
-        sys.exit("usage: litmus_code.py REPO [TEST...] | REPO --show FILE FUNC")
+        sys.exit("usage: litmus_code.py REPO [TEST...] | REPO --show FILE FUNC | REPO --body TEST")
+    global RUST_NAMES
+    if argv[1:2] == ["--selftest"] or argv[2:3] == ["--selftest"]:
+        results = selftest()
+        for ok, line in results:
+            print(line)
+        bad = len([r for r in results if not r[0]])
+        print("%d passed, %d failed" % (len(results) - bad, bad))
+        return 1 if bad else 0
+    RUST_NAMES = rust_lock_names(repo)
     if argv[2:3] == ["--show"]:
         if len(argv) != 5:
             sys.exit("usage: litmus_code.py REPO --show FILE FUNC")
@@ -574,8 +1371,36 @@ def main(argv):
         print(" ".join(ops))
         return 0
     litdir = os.path.join(repo, "shared-tests/litmus")
-    passed = failed = 0
+    if argv[2:3] == ["--body"]:
+        if len(argv) != 4:
+            sys.exit("usage: litmus_code.py REPO --body TEST")
+        test = os.path.basename(argv[3])
+        test = test[:-len(".litmus")] if test.endswith(".litmus") else test
+        path = os.path.join(litdir, test + ".litmus")
+        procs, err = parse_body(path)
+        if err:
+            sys.exit("%s: body: %s" % (test, err))
+        rules = [r for r in parse_abstracted(path) if r[1] != "?"]
+        for proc in sorted(procs, key=lambda p: int(p[1:])):
+            print("%s body: %s" % (proc, " ".join(t for t, _ in procs[proc])))
+            for p, path_, func, tokens, _ in parse_code(path):
+                if p == proc:
+                    want = code_for_body(tokens, [r for r in rules if proc in r[0]], set())
+                    print("  %s %s: %s" % (path_, func, " ".join(t for t, _, _ in want)
+                                           or "(every operation abstracted)"))
+        return 0
+    passed = failed = nbody = 0
     covered = set()
+    # The extractor's own test first: a wrong drop point is a wrong list.
+    results = selftest()
+    for ok, line in results:
+        if not ok:
+            print(line)
+    if all(ok for ok, _ in results):
+        print("ok selftest: %d Rust bodies give their lists (--selftest)" % len(results))
+        passed += 1
+    else:
+        failed += 1
     only = [os.path.basename(t)[:-len(".litmus")] if t.endswith(".litmus") else
             os.path.basename(t) for t in argv[2:]]
     for fn in sorted(os.listdir(litdir)):
@@ -584,7 +1409,8 @@ def main(argv):
         test = fn[:-len(".litmus")]
         if only and test not in only:
             continue
-        for proc, path, func, tokens, line in parse_code(os.path.join(litdir, fn)):
+        entries = parse_code(os.path.join(litdir, fn))
+        for proc, path, func, tokens, line in entries:
             where = "%s: %s %s %s" % (test, proc, path, func)
             if proc == "?":
                 print("FAIL %s:%d: cannot parse the Code: line %r" % (test, line, " ".join(tokens[1:])))
@@ -607,9 +1433,18 @@ def main(argv):
             else:
                 print("ok %s (%d operations)" % (where, len(ops)))
                 passed += 1
+        # The body: each Code: entry's operations are in its process's body.
+        if entries or section_entries(os.path.join(litdir, fn), "Abstracted"):
+            for ok, line in check_bodies(os.path.join(litdir, fn), test, entries):
+                print(line)
+                nbody += 1
+                if ok:
+                    passed += 1
+                else:
+                    failed += 1
     if only:
-        print("code: %d (test, function) pairs checked (coverage: only with every test)"
-              % (passed + failed))
+        print("code: %d (test, function) pairs and %d body results (coverage: only with every test)"
+              % (passed + failed - 1 - nbody, nbody))
         print("%d passed, %d failed" % (passed, failed))
         return 1 if failed else 0
     # Coverage: every function with an ordering claim is modeled or excused.
@@ -631,7 +1466,8 @@ def main(argv):
         print("ok coverage: %d functions claim an ordering: %d modeled, %d excused in unmodeled.txt"
               % (len(claims), nmodeled, len(claims) - nmodeled))
         passed += 1
-    print("code: %d (test, function) pairs checked" % (passed + failed - 1))
+    print("code: %d (test, function) pairs, %d body results, selftest and coverage"
+          % (passed + failed - 2 - nbody, nbody))
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 
