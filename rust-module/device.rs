@@ -441,10 +441,16 @@ fn lp_run_one(
     i: u64,
 ) -> Result<u64> {
     match r.op {
-        // A LOCKLESS gadget counts in Arc's `refcount_t` already: C's
-        // GET_PUT_REFCOUNT is our GET_PUT.
-        uapi::LP_OP_GET_PUT | uapi::LP_OP_GET_PUT_REFCOUNT => {
+        uapi::LP_OP_GET_PUT => {
             gadget::put(g.ok_or(EBADF)?.clone());
+            Ok(1)
+        }
+        uapi::LP_OP_GET_PUT_REFCOUNT => {
+            let g = g.ok_or(EBADF)?;
+            // SAFETY: `lp_run()` refused GET_PUT_REFCOUNT (`EOPNOTSUPP`) unless the
+            // arena is LOCKLESS, and an arena's flavor is fixed once it has a
+            // gadget, as it has `g`: `g` is a LOCKLESS gadget, for both calls.
+            unsafe { gadget::put_refcount(gadget::get_refcount(g)) };
             Ok(1)
         }
         uapi::LP_OP_LOOKUP_PUT | uapi::LP_OP_TRYGET_PUT => lp_run_get_put(arena, r, g),

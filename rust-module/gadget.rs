@@ -1065,3 +1065,41 @@ pub(crate) fn put(g: GadgetRef) -> u32 {
     // SAFETY: `into_raw` hands over the count `g` owned.
     unsafe { put_ptr(GadgetPtr(ARef::into_raw(g))) }
 }
+
+/// `lp_gadget_get_refcount()`: RUN GET_PUT_REFCOUNT's get: LOCKLESS's
+/// `refcount_inc()` ([`Arc::from`] an [`ArcBorrow`]) without the flavor
+/// dispatch of [`Gadget::get`], the shape of C's row.
+///
+/// # Safety
+///
+/// `g` is a LOCKLESS gadget: it lives in an `Arc`. (Any other lives in a
+/// `KBox`, where no `Arc` count lies before it.)
+#[inline]
+pub(crate) unsafe fn get_refcount(g: &Gadget) -> GadgetRef {
+    // SAFETY: `g` lives in an `Arc` (the caller's promise), whose pointer
+    // `allocation()` rebuilds; the caller's reference keeps the count above zero
+    // while the borrow lives, and no `UniqueArc` of a gadget is ever made.
+    let arc = unsafe { ArcBorrow::from_raw(GadgetPtr::of(g).allocation()) };
+    core::mem::forget(Arc::from(arc));
+    // SAFETY: The count just taken (`refcount_inc()`) goes to the new `ARef`.
+    unsafe { ARef::from_raw(NonNull::from(g)) }
+}
+
+/// `lp_gadget_put_refcount()`: RUN GET_PUT_REFCOUNT's put: LOCKLESS's
+/// [`Arc::drop_with`] (`refcount_dec_and_test()`) without the flavor dispatch
+/// of [`put`]; a released gadget's parent is put with [`put`]. Returns the
+/// gadgets released.
+///
+/// # Safety
+///
+/// `g` is a LOCKLESS gadget, as for [`get_refcount`].
+#[inline]
+pub(crate) unsafe fn put_refcount(g: GadgetRef) -> u32 {
+    // SAFETY: `g` lives in an `Arc` (the caller's promise); `into_raw` hands over
+    // the count `g` owned.
+    match unsafe { put_lockless(GadgetPtr(ARef::into_raw(g))) } {
+        None => 0,
+        Some(None) => 1,
+        Some(Some(parent)) => 1 + put(parent),
+    }
+}

@@ -94,7 +94,8 @@ def functions_of(row):
         return C_GET + PUT[flavor][0], R_GET + PUT[flavor][1]
     if op == 'GET_PUT_REFCOUNT':
         return (['lp_gadget_get_refcount', 'lp_gadget_put_refcount'],
-                R_GET + PUT['LOCKLESS'][1])
+                [RG + 'get_refcount', RG + 'put_refcount']
+                + PUT['LOCKLESS'][1])
     if op == 'LOOKUP_PUT':
         return ['lp_gadget_lookup'], ['<' + RG + 'Gadget>::lookup',
                                       RG + 'upgrade']

@@ -109,7 +109,8 @@ static const struct lp_row lp_rows[] = {
 	{ true, LP_OP_EMPTY,
 	  "nothing: the RUN loop alone", "nothing: the RUN loop alone" },
 	{ true, LP_OP_GET_PUT_REFCOUNT,
-	  "refcount_inc / refcount_dec_and_test", "GET_PUT: Arc is refcount_t" },
+	  "refcount_inc / refcount_dec_and_test",
+	  "Arc::from(ArcBorrow) / Arc::drop_with" },
 };
 
 /* Under the flavors: TRYGET is in every flavor's script. */

@@ -173,7 +173,8 @@ enum lp_flavor {
  * refcount_t's refcount_inc() and refcount_dec_and_test() instead of the
  * article's bare atomic_inc() and atomic_fetch_dec(): the primitive a
  * Rust LOCKLESS gadget (an Arc) uses, so that the two can be measured on
- * the same one. In Rust it is GET_PUT itself. Only LOCKLESS arenas run it
+ * the same one. Both modules call the LOCKLESS get and put directly,
+ * without GET_PUT's dispatch on the flavor. Only LOCKLESS arenas run it
  * (-EOPNOTSUPP in the others). EMPTY does nothing:
  * a RUN of it is the loop alone, what every other op's cost includes. NEW_PUT creates a child of
  * the RUN handle's gadget and puts it at once: a stream of short-lived
