@@ -491,6 +491,7 @@ static long lp_txn_configure_ioctl(struct lp_arena *arena, void __user *argp)
 static long lp_txn_start_ioctl(struct lp_arena *arena, void __user *argp)
 {
 	u64 ts = ktime_get_ns();
+	struct lp_txn_entry *e;
 	struct lp_txn_handle *h;
 	struct lp_txn_start a;
 	int err;
@@ -503,11 +504,12 @@ static long lp_txn_start_ioctl(struct lp_arena *arena, void __user *argp)
 	err = lp_txn_handle_reserve(arena, &a.handle);
 	if (err)
 		return err;
-	h = kmalloc_obj(*h, GFP_KERNEL_ACCOUNT);
-	if (!h) {
+	e = lp_txn_entry_alloc();
+	if (!e) {
 		err = -ENOMEM;
 		goto out_release;
 	}
+	h = &e->h;
 	err = lp_txn_start(&arena->txn, h, a.nblocks, ts);
 	if (err)
 		goto out_free;
@@ -517,11 +519,11 @@ static long lp_txn_start_ioctl(struct lp_arena *arena, void __user *argp)
 		lp_txn_stop(&arena->txn, h);
 		goto out_free;
 	}
-	lp_txn_handle_publish(arena, a.handle, h);
+	lp_txn_handle_publish(arena, a.handle, e);
 	return 0;
 
 out_free:
-	kfree(h);
+	lp_txn_entry_put(e);
 out_release:
 	lp_txn_handle_release(arena, a.handle);
 	return err;
@@ -533,7 +535,7 @@ out_release:
  */
 static long lp_txn_stop_ioctl(struct lp_arena *arena, void __user *argp)
 {
-	struct lp_txn_handle *h;
+	struct lp_txn_entry *e;
 	struct lp_txn_stop a;
 	int err;
 
@@ -543,20 +545,24 @@ static long lp_txn_stop_ioctl(struct lp_arena *arena, void __user *argp)
 	err = lp_check_writable(a, argp);
 	if (err)
 		return err;
-	h = lp_txn_handle_take(arena, a.handle);
-	if (!h)
+	e = lp_txn_handle_take(arena, a.handle);
+	if (!e)
 		return -EBADF;
-	a.credits = lp_txn_stop(&arena->txn, h);
-	kfree(h);
+	a.credits = lp_txn_handle_stop(arena, e);
 	return lp_write_back(argp, &a, sizeof(a));
 }
 
 /*
- * EXTEND cannot be undone either. txn_handles_lock keeps the handle in
- * the table, so a STOP of it waits, while lp_txn_extend() uses it.
+ * EXTEND cannot be undone either. The handle's entry is pinned by a
+ * reference (lp_txn_handle_get(): txn_handles_lock held for the lookup
+ * only) and used under its own lock, so EXTENDs of different handles
+ * run concurrently, as in jbd2, and a STOP of this one either waits for
+ * the extend (whose credits its answer then includes) or comes first
+ * (-EBADF, nothing granted).
  */
 static long lp_txn_extend_ioctl(struct lp_arena *arena, void __user *argp)
 {
+	struct lp_txn_entry *e;
 	struct lp_txn_handle *h;
 	struct lp_txn_extend a;
 	int err;
@@ -570,15 +576,19 @@ static long lp_txn_extend_ioctl(struct lp_arena *arena, void __user *argp)
 	if (err)
 		return err;
 
-	mutex_lock(&arena->txn_handles_lock);
-	h = xa_load(&arena->txn_handles, a.handle);
-	if (!h) {
+	err = lp_txn_handle_get(arena, a.handle, &e);
+	if (err)
+		return err;
+	h = &e->h;
+	spin_lock(&e->lock);
+	if (e->stopped) {
 		err = -EBADF;
 	} else {
 		err = lp_txn_extend(&arena->txn, h, a.nblocks, &a.credits);
 		a.granted = h->credits;
 	}
-	mutex_unlock(&arena->txn_handles_lock);
+	spin_unlock(&e->lock);
+	lp_txn_entry_put(e);
 	if (err)
 		return err;
 	return lp_write_back(argp, &a, sizeof(a));

@@ -10,6 +10,7 @@
 #include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
+#include <linux/refcount.h>
 #include <linux/rwsem.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
@@ -118,13 +119,47 @@ struct lp_txn {
  * @tid: the transaction it was started in
  * @credits: credits granted to it, given back by lp_txn_stop()
  *
- * Only its owner touches it (jbd2's handle lives in its task_struct; ours
- * in the file's table, under &lp_arena.txn_handles_lock, or on a RUN
- * loop's stack), so its fields need no lock of their own.
+ * jbd2's handle lives in its task_struct, and only that task touches it.
+ * Ours lives in a struct lp_txn_entry of the file's table, whose lock
+ * serializes the threads of the file that use it, or on a RUN loop's
+ * stack, touched by that loop only; so its fields need no lock of their
+ * own.
  */
 struct lp_txn_handle {
 	u64 tid;
 	u32 credits;
+};
+
+/**
+ * struct lp_txn_entry - a transaction handle in the file's table
+ * @ref: one reference that START holds from lp_txn_entry_alloc() and
+ *	 gives to the table in lp_txn_handle_publish(), dropped by
+ *	 lp_txn_handle_stop(), and one per EXTEND using the entry
+ *	 (lp_txn_handle_get() to lp_txn_entry_put()); the last put frees it
+ * @lock: held by EXTEND across its check of @stopped and its
+ *	  lp_txn_extend() of @h, and by STOP to set @stopped
+ * @stopped: set once, under @lock, by the STOP (or close()) that took the
+ *	     entry out of the table; an EXTEND that finds it set answers
+ *	     -EBADF and leaves @h alone
+ * @h: the handle; filled by START before the entry is published, then
+ *     written under @lock only while @stopped is false, and afterwards
+ *     read by that STOP alone
+ *
+ * jbd2's handle_t belongs to one task, so EXTENDs of different handles run
+ * concurrently under the shared j_state_lock only. Ours belong to a file
+ * that many threads share: @ref keeps the entry alive for an EXTEND that a
+ * STOP takes out of the table meanwhile, and @lock puts an EXTEND and the
+ * STOP of the same handle in one order, so that EXTENDs of different
+ * handles need no common lock but the table's, held only to find the
+ * entry. Lock order: @lock, then &lp_txn.j_state_lock (read), then
+ * &lp_txn.t_handle_lock; &lp_arena.txn_handles_lock is never held with
+ * @lock.
+ */
+struct lp_txn_entry {
+	refcount_t ref;
+	spinlock_t lock;		/* @stopped, @h */
+	bool stopped;
+	struct lp_txn_handle h;
 };
 
 /**
@@ -155,11 +190,15 @@ struct lp_txn_handle {
  *	  purpose (KCSAN's negative control, module parameter racy_control)
  * @racy_marked: RACY_INC's other counter: no lock, marked accesses
  * @txn: the transaction (TXN ioctls and RUN ops)
- * @txn_handles: transaction handle -> struct lp_txn_handle, each entry
- *		 one update counted in &lp_txn.t_updates; a reserved
- *		 (XA_ZERO_ENTRY) slot reads as none, as in @handles
- * @txn_handles_lock: held across EXTEND's use of a handle and STOP's
- *		      removal of it, so that one cannot free it under the other
+ * @txn_handles: transaction handle -> struct lp_txn_entry, each entry
+ *		 one update counted in &lp_txn.t_updates and holding the
+ *		 table's reference to the entry; a reserved (XA_ZERO_ENTRY)
+ *		 slot reads as none, as in @handles
+ * @txn_handles_lock: held only to look an entry up and take a reference
+ *		      to it (EXTEND) and to take it out (STOP, close()), so
+ *		      that the table's reference cannot be dropped between
+ *		      a lookup and its refcount_inc(); never while a handle is
+ *		      used, which is under the entry's own lock
  * @nr_txn_handles: published entries in @txn_handles
  */
 struct lp_arena {
@@ -186,7 +225,7 @@ struct lp_arena {
 	unsigned int racy_marked;
 	struct lp_txn txn;
 	struct xarray txn_handles;
-	struct mutex txn_handles_lock;	/* handle -> live lp_txn_handle */
+	struct mutex txn_handles_lock;	/* lookup + get vs take */
 	atomic_t nr_txn_handles;
 };
 
@@ -251,11 +290,16 @@ int lp_txn_commit(struct lp_txn *txn, u32 timeout_ms,
 		  struct lp_txn_commit *out);
 int lp_txn_configure(struct lp_txn *txn, u32 flavor, u32 max_credits);
 void lp_txn_stat(struct lp_txn *txn, struct lp_txn_stat *out);
+struct lp_txn_entry *lp_txn_entry_alloc(void);
+void lp_txn_entry_put(struct lp_txn_entry *e);
+int lp_txn_handle_get(struct lp_arena *arena, u32 handle,
+		      struct lp_txn_entry **e);
 int lp_txn_handle_reserve(struct lp_arena *arena, u32 *handle);
 void lp_txn_handle_release(struct lp_arena *arena, u32 handle);
 void lp_txn_handle_publish(struct lp_arena *arena, u32 handle,
-			   struct lp_txn_handle *h);
-struct lp_txn_handle *lp_txn_handle_take(struct lp_arena *arena, u32 handle);
+			   struct lp_txn_entry *e);
+struct lp_txn_entry *lp_txn_handle_take(struct lp_arena *arena, u32 handle);
+u32 lp_txn_handle_stop(struct lp_arena *arena, struct lp_txn_entry *e);
 void lp_txn_release_handles(struct lp_arena *arena);
 
 #endif /* _LOCKLESS_C_H */

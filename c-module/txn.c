@@ -22,6 +22,7 @@
 #include <linux/compiler.h>
 #include <linux/jiffies.h>
 #include <linux/ktime.h>
+#include <linux/refcount.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
@@ -462,8 +463,69 @@ void lp_txn_stat(struct lp_txn *txn, struct lp_txn_stat *out)
 /*
  * The file's table of transaction handles, the gadget handle table's
  * twin (arena.c): its own numbering 1..LP_MAX_HANDLES, each published
- * entry one handle counted in t_updates and in lp_live_handles.
+ * entry one handle counted in t_updates and in lp_live_handles. A handle
+ * lives in a struct lp_txn_entry, pinned by a reference while an EXTEND
+ * uses it, so that no table-wide lock is held across lp_txn_extend().
  */
+
+/*
+ * A new entry for a handle being started: one reference (the table's
+ * once lp_txn_handle_publish() stores it), not stopped, @h to be filled
+ * by lp_txn_start(). Return: the entry, or NULL (-ENOMEM).
+ */
+struct lp_txn_entry *lp_txn_entry_alloc(void)
+{
+	struct lp_txn_entry *e;
+
+	e = kmalloc_obj(*e, GFP_KERNEL_ACCOUNT);
+	if (!e)
+		return NULL;
+	refcount_set(&e->ref, 1);
+	spin_lock_init(&e->lock);
+	e->stopped = false;
+	return e;
+}
+
+/**
+ * lp_txn_entry_put() - drop a reference to a transaction handle's entry
+ * @e: the entry
+ *
+ * The last put frees it. refcount_dec_and_test() provides release
+ * ordering, such that this holder's prior loads and stores of @e are done
+ * before, and acquire ordering on success, such that the kfree() comes
+ * after every other holder's.
+ */
+void lp_txn_entry_put(struct lp_txn_entry *e)
+{
+	if (refcount_dec_and_test(&e->ref))
+		kfree(e);
+}
+
+/*
+ * Resolve @handle and take a reference to its entry for the caller (an
+ * EXTEND, which then uses it under the entry's lock alone and puts it).
+ * txn_handles_lock, held for the lookup and the increment only, keeps a
+ * STOP from taking the entry out, and so from dropping the table's
+ * reference, in between. The entry's fields were initialised before
+ * lp_txn_handle_publish()'s xa_store() (a release), and xa_load() reads
+ * the pointer with a dependency on it. A reserved slot reads as NULL:
+ * -EBADF, as for no handle.
+ */
+int lp_txn_handle_get(struct lp_arena *arena, u32 handle,
+		      struct lp_txn_entry **e)
+{
+	struct lp_txn_entry *found;
+
+	mutex_lock(&arena->txn_handles_lock);
+	found = xa_load(&arena->txn_handles, handle);
+	if (found)
+		refcount_inc(&found->ref);
+	mutex_unlock(&arena->txn_handles_lock);
+	if (!found)
+		return -EBADF;
+	*e = found;
+	return 0;
+}
 
 /*
  * Reserve a transaction handle: a slot that reads as empty (STOP and
@@ -485,55 +547,86 @@ void lp_txn_handle_release(struct lp_arena *arena, u32 handle)
 }
 
 /*
- * Give the started handle @h to the reserved @handle. Counted before it
- * is published, so a racing STOP cannot take the counts below 0; storing
- * into a reserved slot allocates nothing, so it cannot fail.
+ * Give the entry @e, its handle started, and its reference to the
+ * reserved @handle. Counted before it is published, so a racing STOP
+ * cannot take the counts below 0; storing into a reserved slot allocates
+ * nothing, so it cannot fail.
  */
 void lp_txn_handle_publish(struct lp_arena *arena, u32 handle,
-			   struct lp_txn_handle *h)
+			   struct lp_txn_entry *e)
 {
 	atomic_inc(&arena->nr_txn_handles);
 	atomic64_inc(&lp_live_handles);
-	WARN_ON_ONCE(xa_is_err(xa_store(&arena->txn_handles, handle, h,
+	WARN_ON_ONCE(xa_is_err(xa_store(&arena->txn_handles, handle, e,
 					GFP_KERNEL)));
 }
 
 /*
- * Take a transaction handle out of the table; the caller then owns it
- * (stops and frees it). Under txn_handles_lock, so not while an EXTEND
- * uses it. A reserved slot reads as NULL and is left alone.
+ * Take a transaction handle's entry out of the table; the caller then
+ * owns the table's reference and stops the handle (lp_txn_handle_stop()).
+ * Under txn_handles_lock, so not between an EXTEND's lookup and its
+ * reference; an EXTEND may still be using the entry. A reserved slot
+ * reads as NULL and is left alone.
  */
-struct lp_txn_handle *lp_txn_handle_take(struct lp_arena *arena, u32 handle)
+struct lp_txn_entry *lp_txn_handle_take(struct lp_arena *arena, u32 handle)
 {
-	struct lp_txn_handle *h;
+	struct lp_txn_entry *e;
 
 	mutex_lock(&arena->txn_handles_lock);
-	h = xa_load(&arena->txn_handles, handle);
-	if (h)
+	e = xa_load(&arena->txn_handles, handle);
+	if (e)
 		xa_erase(&arena->txn_handles, handle);
 	mutex_unlock(&arena->txn_handles_lock);
-	if (h) {
+	if (e) {
 		atomic_dec(&arena->nr_txn_handles);
 		atomic64_dec(&lp_live_handles);
 	}
-	return h;
+	return e;
+}
+
+/**
+ * lp_txn_handle_stop() - stop a handle taken out of the table
+ * @arena: the arena
+ * @e: an entry lp_txn_handle_take() gave the caller, with the table's
+ *     reference, which this consumes
+ *
+ * Takes @e->lock, which waits out an EXTEND of this handle in progress,
+ * and marks the entry stopped, so that an EXTEND that got its reference
+ * before the take but takes the lock only now answers -EBADF. Every
+ * EXTEND that answered 0 thus unlocked before this lock, and its credits
+ * are in @e->h, which lp_txn_stop() reads after the unlock: nobody writes
+ * @e->h once @stopped is set. Then drops the table's reference; an EXTEND
+ * still holding one frees the entry with its own put.
+ *
+ * Return: the credits the handle gave back.
+ */
+u32 lp_txn_handle_stop(struct lp_arena *arena, struct lp_txn_entry *e)
+{
+	u32 credits;
+
+	spin_lock(&e->lock);
+	/* Only the one that took it out of the table stops it. */
+	WARN_ON_ONCE(e->stopped);
+	e->stopped = true;
+	spin_unlock(&e->lock);
+	credits = lp_txn_stop(&arena->txn, &e->h);
+	lp_txn_entry_put(e);
+	return credits;
 }
 
 /**
  * lp_txn_release_handles() - close(): stop every transaction handle left
  * @arena: the arena of the file being closed, before lp_arena_free()
  *
- * Takes out, stops (giving its credits back, and waking a drain that
- * waits for it) and frees every handle still in the table.
+ * Takes out and stops (giving its credits back, and waking a drain that
+ * waits for it) every handle still in the table, which frees its entry:
+ * no EXTEND can hold a reference once the file is being released.
  */
 void lp_txn_release_handles(struct lp_arena *arena)
 {
-	struct lp_txn_handle *h;
+	struct lp_txn_entry *e;
 	unsigned long handle;
 
-	xa_for_each(&arena->txn_handles, handle, h) {
-		h = lp_txn_handle_take(arena, handle);
-		lp_txn_stop(&arena->txn, h);
-		kfree(h);
-	}
+	xa_for_each(&arena->txn_handles, handle, e)
+		lp_txn_handle_stop(arena, lp_txn_handle_take(arena, handle));
 }

@@ -18,7 +18,7 @@ use kernel::{
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},
-        Mutex, SpinLock,
+        Arc, Mutex, SpinLock,
     },
 };
 
@@ -57,12 +57,35 @@ enum Slot<T> {
 /// A handle table: handle `h` is `slots[h - 1]`. The lowest free handle is
 /// handed out first, as `xa_alloc()` does in C, so both modules give the same
 /// handles. The arena has two, with numbers of their own: gadget handles hold a
-/// [`GadgetRef`], transaction handles a [`TxnHandle`].
+/// [`GadgetRef`], transaction handles a [`TxnEntry`].
 pub(crate) struct Handles<T> {
     slots: KVec<Slot<T>>,
     /// Handles in the table (`ARENA_STAT.handles`, `TXN_STAT.handles`), reserved
     /// ones not counted.
     pub(crate) held: u32,
+}
+
+/// A transaction handle in the file's table (C's `struct lp_txn_entry`): the
+/// [`TxnHandle`] under a lock of its own, `None` once STOP (or close()) has taken
+/// it. The table holds one `Arc`, from [`Arena::txn_handle_publish`] until
+/// [`Arena::txn_handle_stop`] drops it, and each EXTEND using the entry another
+/// ([`Arena::txn_handle_get`]); the last drop frees it.
+///
+/// jbd2's `handle_t` belongs to one task, so EXTENDs of different handles run
+/// concurrently under the shared `j_state_lock` only. Ours belong to a file that
+/// many threads share: the `Arc` keeps the entry alive for an EXTEND that a STOP
+/// takes out of the table meanwhile, and the lock puts an EXTEND and the STOP of
+/// the same handle in one order: EXTEND holds it across [`Txn::extend`], STOP
+/// takes the handle out under it. So EXTENDs of different handles need no common
+/// lock but the table's mutex, held only to find the entry. Lock order: the
+/// entry's lock, then `j_state_lock` (read), then `t_handle_lock`; the table's
+/// mutex is never held with it.
+pub(crate) type TxnEntry = Arc<SpinLock<Option<TxnHandle>>>;
+
+/// `lp_txn_entry_alloc()`: a new entry for a handle being started, empty until
+/// the handle is put in it before [`Arena::txn_handle_publish`].
+pub(crate) fn txn_entry_alloc() -> Result<TxnEntry> {
+    Arc::pin_init(new_spinlock!(None, "lp_txn_entry.lock"), GFP_KERNEL_ACCOUNT)
 }
 
 /// RACY_INC's counter (C's `racy`): KCSAN's negative control.
@@ -114,10 +137,12 @@ pub(crate) struct Arena {
     #[pin]
     pub(crate) txn: Txn,
     /// The transaction handles (C's `txn_handles` xarray and count, under
-    /// `txn_handles_lock`). The mutex is held while EXTEND uses a handle and while
-    /// STOP takes it out, so a concurrent STOP cannot free it under EXTEND.
+    /// `txn_handles_lock`), each one [`TxnEntry`]. The mutex is held only to
+    /// reserve, release, publish, look up (cloning the entry's `Arc`) and take out
+    /// an entry, and to read the count, never while a handle is used, which is
+    /// under the entry's own lock.
     #[pin]
-    pub(crate) txn_handles: Mutex<Handles<TxnHandle>>,
+    pub(crate) txn_handles: Mutex<Handles<TxnEntry>>,
 }
 
 impl<T> Handles<T> {
@@ -137,14 +162,6 @@ impl<T> Handles<T> {
     /// What `handle` holds, if it is a live handle.
     pub(crate) fn get(&self, handle: u32) -> Option<&T> {
         match self.slots.get(Self::slot(handle)?)? {
-            Slot::Held(v) => Some(v),
-            _ => None,
-        }
-    }
-
-    /// What `handle` holds, if it is a live handle, for a change in place.
-    pub(crate) fn get_mut(&mut self, handle: u32) -> Option<&mut T> {
-        match self.slots.get_mut(Self::slot(handle)?)? {
             Slot::Held(v) => Some(v),
             _ => None,
         }
@@ -269,6 +286,15 @@ impl Arena {
         self.handles.lock().take(handle)
     }
 
+    /// `lp_txn_handle_get()`: resolves a transaction `handle` and takes a reference
+    /// to its entry for the caller (EXTEND, which then uses it under the entry's
+    /// lock alone). The table's mutex, held for the clone only, keeps a STOP from
+    /// taking the entry out, and so from dropping the table's reference, in between.
+    pub(crate) fn txn_handle_get(&self, handle: u32) -> Result<TxnEntry> {
+        let handles = self.txn_handles.lock();
+        handles.get(handle).cloned().ok_or(EBADF)
+    }
+
     /// Reserves the lowest free transaction handle (`ENOSPC` when the table is
     /// full), as [`Arena::handle_reserve`] does a gadget handle.
     pub(crate) fn txn_handle_reserve(&self) -> Result<u32> {
@@ -280,15 +306,35 @@ impl Arena {
         self.txn_handles.lock().release(handle);
     }
 
-    /// Gives the started `h` to the reserved transaction `handle`, and counts it
-    /// in [`LIVE_HANDLES`].
-    pub(crate) fn txn_handle_publish(&self, handle: u32, h: TxnHandle) {
-        self.txn_handles.lock().publish(handle, h);
+    /// Gives `entry`, its handle started, to the reserved transaction `handle`, and
+    /// counts it in [`LIVE_HANDLES`].
+    pub(crate) fn txn_handle_publish(&self, handle: u32, entry: TxnEntry) {
+        self.txn_handles.lock().publish(handle, entry);
     }
 
-    /// Takes a transaction handle out of the table; the caller stops it.
-    pub(crate) fn txn_handle_take(&self, handle: u32) -> Option<TxnHandle> {
+    /// Takes a transaction handle's entry out of the table; the caller then owns
+    /// the table's reference and stops the handle ([`Arena::txn_handle_stop`]). An
+    /// EXTEND may still be using the entry.
+    pub(crate) fn txn_handle_take(&self, handle: u32) -> Option<TxnEntry> {
         self.txn_handles.lock().take(handle)
+    }
+
+    /// `lp_txn_handle_stop()`: stops the handle of an `entry` that
+    /// [`Arena::txn_handle_take`] took out of the table, and drops the table's
+    /// reference to it. Returns the credits the handle gave back.
+    ///
+    /// Taking the entry's lock waits out an EXTEND of this handle in progress;
+    /// taking the handle out under it leaves `None`, so that an EXTEND that got its
+    /// reference before the take but locks only now answers `EBADF`. Every EXTEND
+    /// that answered 0 thus unlocked before, and its credits are in the handle,
+    /// which [`Txn::stop`] gives back after the unlock. An EXTEND still holding a
+    /// reference frees the entry when it drops it.
+    pub(crate) fn txn_handle_stop(&self, entry: TxnEntry) -> u32 {
+        let h = entry.lock().take();
+        // Only the one that took it out of the table stops it (C's
+        // `WARN_ON_ONCE(e->stopped)`).
+        kernel::warn_on!(h.is_none());
+        h.map_or(0, |h| self.txn.stop(h))
     }
 
     /// `lp_release()`'s first half, called by `MiscDevice::release` at close():
@@ -309,8 +355,8 @@ impl Arena {
         let slots = self.txn_handles.lock().slots.len();
         for slot in 0..slots {
             // As above.
-            if let Some(h) = self.txn_handle_take(slot as u32 + 1) {
-                self.txn.stop(h);
+            if let Some(entry) = self.txn_handle_take(slot as u32 + 1) {
+                self.txn_handle_stop(entry);
             }
         }
     }

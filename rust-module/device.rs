@@ -37,7 +37,7 @@ use kernel::{
 };
 
 use crate::{
-    arena::{Arena, LIVE_ARENAS, LIVE_HANDLES},
+    arena::{self, Arena, LIVE_ARENAS, LIVE_HANDLES},
     gadget::{self, Gadget, GadgetRef, LIVE_GADGETS},
     rmw,
     txn::{Txn, TxnHandle},
@@ -611,11 +611,11 @@ fn lp_txn_configure_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
     Ok(0)
 }
 
-/// `lp_txn_start_ioctl()`: all or nothing, like NEW. Reserves a handle, starts
-/// (`EAGAIN` while a COMMIT drains, `ENOSPC` over the credit limit), copies the
-/// answer out, and only then publishes; if the copy fails, stops the handle
-/// again (giving its credits back) and frees the slot. The START's wait counts
-/// from the ioctl's entry.
+/// `lp_txn_start_ioctl()`: all or nothing, like NEW. Reserves a handle and
+/// allocates its entry, starts (`EAGAIN` while a COMMIT drains, `ENOSPC` over
+/// the credit limit), copies the answer out, and only then publishes; if the
+/// copy fails, stops the handle again (giving its credits back) and frees the
+/// slot. The START's wait counts from the ioctl's entry.
 fn lp_txn_start_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let ts = Instant::<Monotonic>::now();
     let (mut s, writer) = copy_in::<uapi::lp_txn_start>(arg)?;
@@ -623,6 +623,13 @@ fn lp_txn_start_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
         return Err(EINVAL);
     }
     let handle = arena.txn_handle_reserve()?;
+    let entry = match arena::txn_entry_alloc() {
+        Ok(entry) => entry,
+        Err(e) => {
+            arena.txn_handle_release(handle);
+            return Err(e);
+        }
+    };
     let h = match arena.txn.start(s.nblocks, ts) {
         Ok(h) => h,
         Err(e) => {
@@ -637,7 +644,8 @@ fn lp_txn_start_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
         arena.txn_handle_release(handle);
         return Err(e);
     }
-    arena.txn_handle_publish(handle, h);
+    *entry.lock() = Some(h);
+    arena.txn_handle_publish(handle, entry);
     Ok(0)
 }
 
@@ -646,13 +654,17 @@ fn lp_txn_start_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
 fn lp_txn_stop_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut a, writer) = copy_in::<uapi::lp_txn_stop>(arg)?;
     check_writable(arg, &a)?;
-    let h = arena.txn_handle_take(a.handle).ok_or(EBADF)?;
-    a.credits = arena.txn.stop(h);
+    let entry = arena.txn_handle_take(a.handle).ok_or(EBADF)?;
+    a.credits = arena.txn_handle_stop(entry);
     write_back(writer, &a)
 }
 
-/// `lp_txn_extend_ioctl()`: EXTEND cannot be undone either. The table's mutex is
-/// held while the handle is used, so a concurrent STOP cannot take it away.
+/// `lp_txn_extend_ioctl()`: EXTEND cannot be undone either. The handle's entry is
+/// pinned by a reference ([`Arena::txn_handle_get`]: the table's mutex held for
+/// the clone only) and used under its own lock, so EXTENDs of different handles
+/// run concurrently, as in jbd2, and a STOP of this one either waits for the
+/// extend (whose credits its answer then includes) or comes first (`EBADF`,
+/// nothing granted).
 fn lp_txn_extend_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut a, writer) = copy_in::<uapi::lp_txn_extend>(arg)?;
     if a.nblocks == 0 || a.nblocks > uapi::LP_TXN_CREDITS_MAX {
@@ -660,8 +672,10 @@ fn lp_txn_extend_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
     }
     check_writable(arg, &a)?;
     {
-        let mut handles = arena.txn_handles.lock();
-        let h = handles.get_mut(a.handle).ok_or(EBADF)?;
+        let entry = arena.txn_handle_get(a.handle)?;
+        // Dropped in reverse: the entry's unlock, then its reference.
+        let mut running = entry.lock();
+        let h = (*running).as_mut().ok_or(EBADF)?;
         a.credits = arena.txn.extend(h, a.nblocks)?;
         a.granted = h.credits;
     }

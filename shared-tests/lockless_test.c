@@ -3620,6 +3620,357 @@ TEST_F_TIMEOUT(txn, start_records_its_wait_for_the_next_transaction,
 	EXPECT_EQ(0, s.max_wait_ns);
 }
 
+/*
+ * ioctl EXTENDs of different handles at once, each thread extending a
+ * handle of its own (jbd2's handle_t belongs to one task): one credit at
+ * a time until the first -ENOSPC. Each handle's grants add up in its own
+ * answers, and all of them to exactly the limit, in both flavors: with
+ * one-credit requests and nothing given back, a request is refused only
+ * once the grants added before it reach the limit (a refusal needs a sum
+ * above it, and the first refusal cannot owe that to another refused
+ * request in flight).
+ */
+#define LP_TXN_OWN_LIMIT	4000
+
+struct txn_own_race {
+	int fd;
+	__u32 *handle;		/* per thread: its handle */
+	__u32 *granted;		/* per thread: its handle's credits */
+	unsigned long long over;	/* grants that saw more than the limit */
+	unsigned long long wrong;	/* granted answers off the thread's sum */
+	int err;		/* first unexpected errno */
+};
+
+static void txn_first_error(int *slot, int err)
+{
+	int zero = 0;
+
+	__atomic_compare_exchange_n(slot, &zero, err, false,
+				    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+static void *txn_own_extender(void *arg)
+{
+	struct lp_thread *t = arg;
+	struct txn_own_race *sh = t->shared;
+	struct lp_txn_extend e;
+	__u32 mine = 0;
+	int ret;
+
+	ret = lp_txn_start(sh->fd, &sh->handle[t->index], NULL);
+	if (ret) {
+		txn_first_error(&sh->err, ret);
+		return NULL;
+	}
+	while (!(ret = lp_txn_extend(sh->fd, sh->handle[t->index], 1, &e))) {
+		mine++;
+		if (e.credits > LP_TXN_OWN_LIMIT)
+			__atomic_add_fetch(&sh->over, 1, __ATOMIC_RELAXED);
+		if (e.granted != mine)
+			__atomic_add_fetch(&sh->wrong, 1, __ATOMIC_RELAXED);
+	}
+	if (ret != -ENOSPC)
+		txn_first_error(&sh->err, ret);
+	sh->granted[t->index] = mine;
+	return NULL;
+}
+
+TEST_F_TIMEOUT(txn, ioctl_extends_of_own_handles_fill_the_limit,
+	       LP_SLOW_TIMEOUT)
+{
+	int i, n = nr_cpus() < 2 ? 2 : nr_cpus();
+	struct txn_own_race sh = { .fd = self->fd };
+	struct lp_txn_stat s;
+	__u32 sum = 0;
+	double t0;
+
+	sh.handle = calloc(n, sizeof(*sh.handle));
+	sh.granted = calloc(n, sizeof(*sh.granted));
+	ASSERT_NE(NULL, sh.handle);
+	ASSERT_NE(NULL, sh.granted);
+	ASSERT_EQ(0, lp_txn_configure(self->fd, variant->flavor,
+				      LP_TXN_OWN_LIMIT));
+	t0 = now_s();
+	run_threads(n, txn_own_extender, &sh);
+	EXPECT_EQ(0, sh.err) TH_LOG("first error: %s", strerror(-sh.err));
+	EXPECT_EQ(0, sh.over);
+	EXPECT_EQ(0, sh.wrong) TH_LOG("a handle's granted is not its grants' sum");
+	for (i = 0; i < n; i++)
+		sum += sh.granted[i];
+	EXPECT_EQ(LP_TXN_OWN_LIMIT, sum)
+		TH_LOG("a request was refused before the limit was granted");
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(sum, s.credits);
+	EXPECT_EQ(n, s.updates);
+	EXPECT_EQ(n, s.handles);
+	for (i = 0; i < n; i++)
+		EXPECT_EQ(sh.granted[i], lp_txn_stop(self->fd, sh.handle[i]));
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(0, s.credits);
+	EXPECT_EQ(0, s.updates);
+	TH_LOG("%d threads granted %u credits in %.2f s", n, sum, now_s() - t0);
+	for (i = 0; i < n; i++)
+		TH_LOG("thread %d: %u", i, sh.granted[i]);
+	free(sh.handle);
+	free(sh.granted);
+}
+
+/*
+ * TXN_ATOMIC's optimistic add, through the ioctls: thread 0's handle asks
+ * for one credit at a time, far below the limit, while the other threads
+ * ask for the whole limit on handles of their own, which, with a credit
+ * already granted, is always refused. Only such a request's add in flight
+ * can refuse a one-credit request, so in TXN_ATOMIC a refused one-credit
+ * request shows EXTENDs of different handles running at once, as jbd2's
+ * do under the shared j_state_lock (EXTENDs serialized by a table-wide
+ * lock never show one); in TXN_HANDLE_LOCK, t_handle_lock makes each
+ * add-check-undo one step, and none is ever refused.
+ */
+/*
+ * Refusals the ATOMIC run waits for, for at most LP_TXN_OVERSHOOT_S: it
+ * saw 6 to 8 a second (TCG, 4 vCPUs on 2 host cores, 3 whole-limit
+ * threads), so a run that sees none in that time is no bad luck.
+ */
+#define LP_TXN_OVERSHOOTS	3
+#define LP_TXN_OVERSHOOT_S	5.0
+#define LP_TXN_LOCKED_EXTENDS	3000	/* the HANDLE_LOCK run's size */
+
+struct txn_overshoot_race {
+	int fd;
+	__u32 flavor;
+	int done;		/* __atomic: set by thread 0 */
+	__u32 small;		/* thread 0's handle */
+	unsigned long long granted, refused, whole_refused;
+	int err;
+};
+
+static void *txn_ioctl_overshoot_thread(void *arg)
+{
+	struct lp_thread *t = arg;
+	struct txn_overshoot_race *sh = t->shared;
+	double end = now_s() + LP_TXN_OVERSHOOT_S;
+	struct lp_txn_extend e;
+	__u32 h;
+	int ret;
+
+	if (t->index == 0) {
+		while (sh->flavor == LP_TXN_ATOMIC ?
+		       sh->refused < LP_TXN_OVERSHOOTS && now_s() < end :
+		       sh->granted + sh->refused < LP_TXN_LOCKED_EXTENDS) {
+			ret = lp_txn_extend(sh->fd, sh->small, 1, &e);
+			if (!ret) {
+				sh->granted++;
+			} else if (ret == -ENOSPC) {
+				sh->refused++;
+			} else {
+				txn_first_error(&sh->err, ret);
+				break;
+			}
+		}
+		__atomic_store_n(&sh->done, 1, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	ret = lp_txn_start(sh->fd, &h, NULL);
+	if (ret) {
+		txn_first_error(&sh->err, ret);
+		return NULL;
+	}
+	while (!__atomic_load_n(&sh->done, __ATOMIC_RELAXED)) {
+		ret = lp_txn_extend(sh->fd, h, LP_TXN_CREDITS_MAX, &e);
+		if (ret != -ENOSPC) {
+			txn_first_error(&sh->err, ret ? ret : -EOVERFLOW);
+			break;
+		}
+		__atomic_add_fetch(&sh->whole_refused, 1, __ATOMIC_RELAXED);
+	}
+	ret = lp_txn_stop(sh->fd, h);
+	if (ret)
+		txn_first_error(&sh->err, ret < 0 ? ret : -EOVERFLOW);
+	return NULL;
+}
+
+TEST_F_TIMEOUT(txn, ioctl_extends_overshoot_only_in_txn_atomic,
+	       LP_SLOW_TIMEOUT)
+{
+	struct txn_overshoot_race sh = {
+		.fd = self->fd, .flavor = variant->flavor,
+	};
+	int n = nr_cpus() < 2 ? 2 : nr_cpus();
+	struct lp_txn_extend e;
+	struct lp_txn_stat s;
+	double t0;
+
+	ASSERT_EQ(0, lp_txn_configure(self->fd, variant->flavor,
+				      LP_TXN_CREDITS_MAX));
+	ASSERT_EQ(0, lp_txn_start(self->fd, &sh.small, NULL));
+	/* From here on, a whole-limit request is over the limit. */
+	ASSERT_EQ(0, lp_txn_extend(self->fd, sh.small, 1, &e));
+	t0 = now_s();
+	run_threads(n, txn_ioctl_overshoot_thread, &sh);
+	EXPECT_EQ(0, sh.err) TH_LOG("first error: %s", strerror(-sh.err));
+	EXPECT_LT(0, sh.whole_refused);
+	if (variant->flavor == LP_TXN_ATOMIC) {
+		EXPECT_LE(1, sh.refused)
+			TH_LOG("no one-credit EXTEND met a whole-limit one in flight: %s",
+			       "are ioctl EXTENDs serialized?");
+	} else {
+		EXPECT_EQ(0, sh.refused)
+			TH_LOG("t_handle_lock let an overshoot be seen");
+	}
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(1 + sh.granted, s.credits);
+	EXPECT_EQ(1, s.updates);
+	EXPECT_EQ(1 + sh.granted, lp_txn_stop(self->fd, sh.small));
+	TH_LOG("%.2f s: one-credit EXTENDs: %llu granted, %llu refused",
+	       now_s() - t0, sh.granted, sh.refused);
+	TH_LOG("%llu whole-limit EXTENDs refused", sh.whole_refused);
+}
+
+/*
+ * A STOP racing EXTENDs of the same handle from other threads: each round
+ * one handle, which the other threads extend (thread i by i credits) until
+ * it is gone, while thread 0 extends it too, a few times, and then stops
+ * it. Each EXTEND either comes before the STOP, and its credits are in
+ * the STOP's answer, or after it, and answers -EBADF having granted
+ * nothing: STOP gives back exactly what the EXTENDs that answered 0 were
+ * granted, and the transaction is left with no credits.
+ */
+#define LP_TXN_STOP_ROUNDS	1000
+#define LP_TXN_STOP_S		1.5
+#define LP_TXN_STOP_AFTER	4	/* grants a round waits for, at most */
+/* Far more than a round grants, and soon reached if a STOP fails. */
+#define LP_TXN_STOP_LIMIT	65536
+
+struct txn_stop_race {
+	int fd;
+	pthread_barrier_t go, gone;
+	__u32 handle;		/* this round's */
+	int done;		/* no more rounds */
+	unsigned long long granted;	/* __atomic: this round's credits */
+	unsigned long long grants;	/* __atomic: this round's grants */
+	__u32 most;		/* __atomic: most granted answered */
+	unsigned long long rounds, mismatched, by_others, refused;
+	int first_stop;		/* the first mismatched round's STOP answer */
+	unsigned long long first_granted;	/* and its grants */
+	int err;
+};
+
+static void txn_stop_race_grant(struct txn_stop_race *sh, __u32 nblocks,
+				__u32 granted)
+{
+	__u32 most = __atomic_load_n(&sh->most, __ATOMIC_RELAXED);
+
+	__atomic_add_fetch(&sh->granted, nblocks, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&sh->grants, 1, __ATOMIC_RELAXED);
+	while (granted > most &&
+	       !__atomic_compare_exchange_n(&sh->most, &most, granted, false,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+/* Thread 0: each round a handle, a few EXTENDs, the STOP, the check. */
+static void txn_stop_racer(struct txn_stop_race *sh)
+{
+	double end = now_s() + LP_TXN_STOP_S;
+	struct lp_txn_extend e;
+	int ret, own;
+
+	while (sh->rounds < LP_TXN_STOP_ROUNDS && now_s() < end &&
+	       !__atomic_load_n(&sh->err, __ATOMIC_RELAXED)) {
+		ret = lp_txn_start(sh->fd, &sh->handle, NULL);
+		if (ret) {
+			txn_first_error(&sh->err, ret);
+			break;
+		}
+		sh->granted = 0;
+		sh->grants = 0;
+		sh->most = 0;
+		pthread_barrier_wait(&sh->go);
+		/* Let the others run: until they were granted a few times. */
+		for (own = 0; own < LP_TXN_STOP_AFTER &&
+		     __atomic_load_n(&sh->grants, __ATOMIC_RELAXED) <
+		     LP_TXN_STOP_AFTER; own++) {
+			ret = lp_txn_extend(sh->fd, sh->handle, 1, &e);
+			if (ret) {
+				txn_first_error(&sh->err, ret);
+				break;
+			}
+			txn_stop_race_grant(sh, 1, e.granted);
+		}
+		ret = lp_txn_stop(sh->fd, sh->handle);
+		/* Every other EXTEND of the handle has answered now. */
+		pthread_barrier_wait(&sh->gone);
+		if (ret < 0) {
+			txn_first_error(&sh->err, ret);
+			break;
+		}
+		sh->rounds++;
+		if (ret != sh->granted || ret != sh->most) {
+			if (!sh->mismatched++) {
+				sh->first_stop = ret;
+				sh->first_granted = sh->granted;
+			}
+		}
+		sh->by_others += sh->grants > (unsigned long long)own;
+	}
+	__atomic_store_n(&sh->done, 1, __ATOMIC_RELAXED);
+	pthread_barrier_wait(&sh->go);
+}
+
+static void *txn_stop_race_thread(void *arg)
+{
+	struct lp_thread *t = arg;
+	struct txn_stop_race *sh = t->shared;
+	struct lp_txn_extend e;
+	int ret;
+
+	if (t->index == 0) {
+		txn_stop_racer(sh);
+		return NULL;
+	}
+	for (;;) {
+		pthread_barrier_wait(&sh->go);
+		if (__atomic_load_n(&sh->done, __ATOMIC_RELAXED))
+			return NULL;
+		while (!(ret = lp_txn_extend(sh->fd, sh->handle, t->index, &e)))
+			txn_stop_race_grant(sh, t->index, e.granted);
+		if (ret == -EBADF)
+			__atomic_add_fetch(&sh->refused, 1, __ATOMIC_RELAXED);
+		else
+			txn_first_error(&sh->err, ret);
+		pthread_barrier_wait(&sh->gone);
+	}
+}
+
+TEST_F_TIMEOUT(txn, stop_racing_ioctl_extends_gives_back_every_grant,
+	       LP_SLOW_TIMEOUT)
+{
+	int n = nr_cpus() < 3 ? 3 : nr_cpus();
+	struct txn_stop_race sh = { .fd = self->fd };
+	struct lp_txn_stat s;
+
+	ASSERT_EQ(0, lp_txn_configure(self->fd, variant->flavor,
+				      LP_TXN_STOP_LIMIT));
+	ASSERT_EQ(0, pthread_barrier_init(&sh.go, NULL, n));
+	ASSERT_EQ(0, pthread_barrier_init(&sh.gone, NULL, n));
+	run_threads(n, txn_stop_race_thread, &sh);
+	pthread_barrier_destroy(&sh.go);
+	pthread_barrier_destroy(&sh.gone);
+	EXPECT_EQ(0, sh.err) TH_LOG("first error: %s", strerror(-sh.err));
+	EXPECT_EQ(0, sh.mismatched)
+		TH_LOG("%llu of %llu STOPs did not give back what was granted, first %d of %llu",
+		       sh.mismatched, sh.rounds, sh.first_stop,
+		       sh.first_granted);
+	EXPECT_LE(20, sh.rounds);
+	EXPECT_LT(0, sh.by_others) TH_LOG("the other threads were never granted");
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(0, s.credits) TH_LOG("credits granted after their STOP");
+	EXPECT_EQ(0, s.updates);
+	EXPECT_EQ(0, s.handles);
+	TH_LOG("%llu rounds, %llu with grants to the other threads; %llu EXTENDs answered -EBADF",
+	       sh.rounds, sh.by_others, sh.refused);
+}
+
 /* The RUN loops complete every iteration and leave nothing behind. */
 TEST_F(txn, run_loops_complete_and_give_everything_back)
 {
