@@ -199,9 +199,13 @@ void lp_txn_unextend(struct lp_txn *txn, struct lp_txn_handle *h,
  * barrier) BEFORE it reads @t_updates, so that lp_txn_stop()'s
  * atomic_dec_and_test() + wake_up() either is seen by the read or finds
  * the task on the queue and wakes it (see lp_txn_stop(); litmus
- * shared-tests/litmus/jbd2-drain-wakeup.litmus). A wakeup cannot be lost,
- * so a sleep that runs out is an error, not a delay: -ETIMEDOUT even if
- * @t_updates reached zero meanwhile.
+ * shared-tests/litmus/jbd2-drain-wakeup.litmus). A sleep that runs out
+ * does not end the drain by itself: schedule_timeout() returns 0 once its
+ * expiry jiffy has come, whether the timer or the last STOP woke the
+ * task, and that STOP may also land after the timer fired but before the
+ * task runs again. So the loop goes round once more and checks
+ * @t_updates, as wait_event_timeout() does: -ETIMEDOUT only if a handle
+ * still runs then.
  *
  * The sleep is TASK_KILLABLE: it may last LP_TXN_TIMEOUT_MAX_MS, and the
  * hung-task detector skips a killable sleep; a fatal signal wakes the
@@ -241,8 +245,6 @@ static int lp_txn_wait_updates(struct lp_txn *txn, u32 timeout_ms, u32 *slept)
 		finish_wait(&txn->j_wait_updates, &wait);
 		if (fatal_signal_pending(current))
 			return -EINTR;
-		if (!left)
-			return -ETIMEDOUT;
 	}
 }
 

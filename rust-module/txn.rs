@@ -299,10 +299,9 @@ impl Txn {
 
     /// `lp_txn_wait_updates()`: `jbd2_journal_wait_updates()`. Called and
     /// returning with `j_state_lock` held exclusively (`state`); drops it while it
-    /// sleeps. Waits until `t_updates` is 0, or answers `ETIMEDOUT` once it slept
-    /// `timeout_ms` in all (at once if `timeout_ms` is 0 and a handle runs),
-    /// even if `t_updates` reached 0 meanwhile, or `EINTR` once a fatal signal
-    /// woke it. Counts its sleeps in `slept`.
+    /// sleeps. Waits until `t_updates` is 0, or answers `ETIMEDOUT` if a handle
+    /// still runs once it slept `timeout_ms` in all (at once if `timeout_ms` is
+    /// 0), or `EINTR` once a fatal signal woke it. Counts its sleeps in `slept`.
     ///
     /// Each round queues the task on `j_wait_updates` *before* reading
     /// `t_updates`; see [`Txn::stop`] for why that makes a lock-free waker
@@ -310,8 +309,13 @@ impl Txn {
     /// (`finish_wait()`) when the round ends, on every path: after the lock was
     /// retaken when it slept.
     ///
-    /// The sleep is `TASK_KILLABLE` ([`Wait::prepare_to_wait`]): a fatal signal
-    /// wakes it and ends the drain (the task is dying and never sees `EINTR`).
+    /// A sleep that runs out does not end the drain by itself: `schedule_timeout()`
+    /// returns 0 once its expiry jiffy has come, whether the timer or the last STOP
+    /// woke the task, and that STOP may also land after the timer fired but before
+    /// the task runs again. So the loop goes round once more and checks
+    /// `t_updates`, as `wait_event_timeout()` does. The sleep is `TASK_KILLABLE`
+    /// ([`Wait::prepare_to_wait`]): a fatal signal wakes it and ends the drain
+    /// (the task is dying and never sees `EINTR`).
     ///
     /// [`Wait::prepare_to_wait`]: crate::waitqueue::Wait::prepare_to_wait
     fn wait_updates(
@@ -337,11 +341,8 @@ impl Txn {
                 }
                 left = state.do_unlocked(|| schedule_timeout(left));
                 *slept = slept.wrapping_add(1);
-                if fatal_signal_pending() {
-                    return Some(Err(EINTR));
-                }
-                // Ran out: an error even if t_updates is 0 by now.
-                (left == 0).then_some(Err(ETIMEDOUT))
+                // Ran out (`left == 0`) or not, the next round checks `t_updates`.
+                fatal_signal_pending().then_some(Err(EINTR))
             });
             if let Some(ret) = end {
                 return ret;
