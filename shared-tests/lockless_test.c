@@ -2897,6 +2897,206 @@ TEST_F_TIMEOUT(txn, locked_for_commit_refuses_start_and_extend,
 	ASSERT_EQ(0, txn_still_works(self->fd));
 }
 
+/* ---- COMMIT's waits are killable ---------------------------------------- */
+
+/* A SIGKILLed COMMIT must die within this many seconds, not its 10 s. */
+#define LP_TXN_KILL_BOUND	2.0
+
+/* Read /proc/TID/@file of task @tid into @buf; its length, or -1. */
+static int read_proc_task(pid_t tid, const char *file, char *buf, size_t size)
+{
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)tid, file);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return n;
+}
+
+/* The state of task @tid in /proc/TID/stat ('R', 'S', 'D', ...), or 0. */
+static char task_state(pid_t tid)
+{
+	char buf[512], *p;
+
+	if (read_proc_task(tid, "stat", buf, sizeof(buf)) <= 0)
+		return 0;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/*
+ * Whether task @tid sleeps in state D (TASK_UNINTERRUPTIBLE, TASK_KILLABLE
+ * too), off its runqueue. /proc/TID/stat says D from prepare_to_wait() on,
+ * before schedule() and while the task is preempted on its way there;
+ * /proc/TID/wchan names a function only once the task is dequeued, asleep
+ * (get_wchan()), "0" before.
+ */
+static bool task_asleep(pid_t tid)
+{
+	char buf[512];
+
+	return task_state(tid) == 'D' &&
+	       read_proc_task(tid, "wchan", buf, sizeof(buf)) > 0 &&
+	       strcmp(buf, "0") != 0;
+}
+
+/*
+ * Wait up to 5 s for the transaction to be locked for commit and task
+ * @tid to be asleep in state D: its COMMIT sleeps, in the drain or on
+ * j_commit_mutex.
+ */
+static bool txn_commit_asleep(int fd, pid_t tid)
+{
+	struct lp_txn_stat s;
+	int i;
+
+	for (i = 0; i < 5000; i++) {
+		if (!lp_txn_stat(fd, &s) && s.state == LP_TXN_LOCKED_FOR_COMMIT &&
+		    task_asleep(tid))
+			return true;
+		usleep(1000);
+	}
+	return false;
+}
+
+/* A child that commits on @fd, shared with the test, until it is killed. */
+static pid_t fork_committer(int fd)
+{
+	struct lp_txn_commit c;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		lp_txn_commit(fd, LP_TXN_TIMEOUT_MAX_MS, &c);
+		_exit(0);	/* COMMIT ended on its own: not killed */
+	}
+	return pid;
+}
+
+/* SIGKILL @pid (> 0) and reap it: the seconds it took to die, or -1. */
+static double kill_and_reap(pid_t pid, int *status)
+{
+	double t0 = now_s();
+
+	if (kill(pid, SIGKILL) || waitpid(pid, status, 0) != pid)
+		return -1;
+	return now_s() - t0;
+}
+
+/*
+ * A killed COMMIT leaves the transaction as -ETIMEDOUT does: running, its
+ * tid unchanged, nothing committed, the handle still counted; the handle
+ * then stops and the next COMMIT commits that tid.
+ */
+static void expect_txn_unchanged_then_commit(struct __test_metadata *_metadata,
+					     int fd, __u32 h,
+					     const struct lp_txn_stat *before)
+{
+	struct lp_txn_commit c;
+	struct lp_txn_stat s;
+
+	ASSERT_EQ(0, lp_txn_stat(fd, &s));
+	EXPECT_EQ(LP_TXN_RUNNING, s.state);
+	EXPECT_EQ(before->tid, s.tid);
+	EXPECT_EQ(before->committed, s.committed);
+	EXPECT_EQ(1, s.updates);
+	EXPECT_EQ(0, lp_txn_stop(fd, h));
+	ASSERT_EQ(0, lp_txn_commit(fd, 1000, &c));
+	EXPECT_EQ(before->tid, c.tid);
+	ASSERT_EQ(0, lp_txn_stat(fd, &s));
+	EXPECT_EQ(before->tid + 1, s.tid);
+	EXPECT_EQ(before->committed + 1, s.committed);
+}
+
+/*
+ * The drain sleeps TASK_KILLABLE: a child sharing the file, asleep in a
+ * 10 s drain for a running handle, dies at once of SIGKILL, and its
+ * COMMIT changes nothing.
+ */
+TEST_F_TIMEOUT(txn, sigkill_ends_a_commit_in_its_drain, LP_SLOW_TIMEOUT)
+{
+	struct lp_txn_stat before;
+	int status = 0;
+	double secs;
+	pid_t pid;
+	__u32 h;
+
+	ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &before));
+	pid = fork_committer(self->fd);
+	ASSERT_LT(0, pid);
+	ASSERT_TRUE(txn_commit_asleep(self->fd, pid))
+		kill_and_reap(pid, &status);
+	secs = kill_and_reap(pid, &status);
+	ASSERT_LE(0, secs);
+	EXPECT_GT(LP_TXN_KILL_BOUND, secs)
+		TH_LOG("COMMIT's drain ignored SIGKILL for %.1f s", secs);
+	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+		TH_LOG("the child was not killed in COMMIT (status %#x)",
+		       status);
+	expect_txn_unchanged_then_commit(_metadata, self->fd, h, &before);
+	TH_LOG("a COMMIT asleep in its drain died %.1f ms after SIGKILL",
+	       secs * 1e3);
+}
+
+/*
+ * j_commit_mutex is taken killably: a second COMMIT, queued behind the
+ * first one's 10 s drain, dies at once of SIGKILL while the first still
+ * drains; then the first dies too, and neither changed anything.
+ */
+TEST_F_TIMEOUT(txn, sigkill_ends_a_commit_queued_behind_another,
+	       LP_SLOW_TIMEOUT)
+{
+	struct lp_txn_stat before, s;
+	int status = 0;
+	pid_t first, second;
+	double secs;
+	__u32 h;
+
+	ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &before));
+	first = fork_committer(self->fd);
+	ASSERT_LT(0, first);
+	ASSERT_TRUE(txn_commit_asleep(self->fd, first))
+		kill_and_reap(first, &status);
+	second = fork_committer(self->fd);
+	ASSERT_LT(0, second)
+		kill_and_reap(first, &status);
+	ASSERT_TRUE(txn_commit_asleep(self->fd, second)) {
+		kill_and_reap(second, &status);
+		kill_and_reap(first, &status);
+	}
+	secs = kill_and_reap(second, &status);
+	EXPECT_LE(0, secs);
+	EXPECT_GT(LP_TXN_KILL_BOUND, secs)
+		TH_LOG("COMMIT waiting for j_commit_mutex ignored SIGKILL for %.1f s",
+		       secs);
+	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+		TH_LOG("the second child was not killed in COMMIT (status %#x)",
+		       status);
+	TH_LOG("a COMMIT queued on j_commit_mutex died %.1f ms after SIGKILL",
+	       secs * 1e3);
+	/* It died queued: the first one drains still. */
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s))
+		kill_and_reap(first, &status);
+	EXPECT_EQ(LP_TXN_LOCKED_FOR_COMMIT, s.state);
+	secs = kill_and_reap(first, &status);
+	ASSERT_LE(0, secs);
+	EXPECT_GT(LP_TXN_KILL_BOUND, secs)
+		TH_LOG("COMMIT's drain ignored SIGKILL for %.1f s", secs);
+	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+		TH_LOG("the first child was not killed in COMMIT (status %#x)",
+		       status);
+	expect_txn_unchanged_then_commit(_metadata, self->fd, h, &before);
+}
+
 /* Every TXN error of the contract, and the transaction still works. */
 TEST_F(txn, bad_txn_input_gets_the_documented_errno)
 {
