@@ -24,6 +24,7 @@
 #include <linux/ktime.h>
 #include <linux/refcount.h>
 #include <linux/sched.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
@@ -307,11 +308,20 @@ void lp_txn_unextend(struct lp_txn *txn, struct lp_txn_handle *h,
  * barrier) BEFORE it reads @t_updates, so that lp_txn_stop()'s
  * atomic_dec_and_test() + wake_up() either is seen by the read or finds
  * the task on the queue and wakes it (see lp_txn_stop(); litmus
- * shared-tests/litmus/jbd2-drain-wakeup.litmus). A wakeup cannot be lost,
- * so a sleep that runs out is an error, not a delay: -ETIMEDOUT even if
- * @t_updates reached zero meanwhile.
+ * shared-tests/litmus/jbd2-drain-wakeup.litmus). A sleep that runs out
+ * does not end the drain by itself: schedule_timeout() returns 0 once its
+ * expiry jiffy has come, whether the timer or the last STOP woke the
+ * task, and that STOP may also land after the timer fired but before the
+ * task runs again. So the loop goes round once more and checks
+ * @t_updates, as wait_event_timeout() does: -ETIMEDOUT only if a handle
+ * still runs then.
  *
- * Return: 0 once @t_updates is zero, or -ETIMEDOUT.
+ * The sleep is TASK_KILLABLE: it may last LP_TXN_TIMEOUT_MAX_MS, and the
+ * hung-task detector skips a killable sleep; a fatal signal wakes the
+ * task and ends the drain with -EINTR (the task is dying and never sees
+ * it).
+ *
+ * Return: 0 once @t_updates is zero, -ETIMEDOUT, or -EINTR.
  */
 static int lp_txn_wait_updates(struct lp_txn *txn, u32 timeout_ms, u32 *slept)
 	__must_hold(&txn->j_state_lock)
@@ -324,8 +334,7 @@ static int lp_txn_wait_updates(struct lp_txn *txn, u32 timeout_ms, u32 *slept)
 
 		if (locked)
 			spin_lock(&txn->t_handle_lock);
-		prepare_to_wait(&txn->j_wait_updates, &wait,
-				TASK_UNINTERRUPTIBLE);
+		prepare_to_wait(&txn->j_wait_updates, &wait, TASK_KILLABLE);
 		if (!atomic_read(&txn->t_updates)) {
 			if (locked)
 				spin_unlock(&txn->t_handle_lock);
@@ -343,8 +352,8 @@ static int lp_txn_wait_updates(struct lp_txn *txn, u32 timeout_ms, u32 *slept)
 		(*slept)++;
 		write_lock(&txn->j_state_lock);
 		finish_wait(&txn->j_wait_updates, &wait);
-		if (!left)
-			return -ETIMEDOUT;
+		if (fatal_signal_pending(current))
+			return -EINTR;
 	}
 }
 
@@ -363,10 +372,12 @@ static int lp_txn_wait_updates(struct lp_txn *txn, u32 timeout_ms, u32 *slept)
  * smp_rmb() orders the read of @t_outstanding_credits after the read of
  * @t_updates that saw zero, pairing with the full barrier of each
  * lp_txn_stop()'s atomic_dec_and_test(): every credit given back before a
- * handle stopped is seen, so the sum must be zero. On -ETIMEDOUT the
- * transaction is running again, unchanged.
+ * handle stopped is seen, so the sum must be zero. On -ETIMEDOUT and
+ * -EINTR the transaction is running again, unchanged. Both waits are
+ * killable: a COMMIT queued behind another one's 10 s drain, or in its
+ * own, ends at once on a fatal signal, with -EINTR.
  *
- * Return: 0, or -ETIMEDOUT.
+ * Return: 0, -ETIMEDOUT, or -EINTR (a fatal signal).
  */
 int lp_txn_commit(struct lp_txn *txn, u32 timeout_ms,
 		  struct lp_txn_commit *out)
@@ -374,7 +385,9 @@ int lp_txn_commit(struct lp_txn *txn, u32 timeout_ms,
 	u64 t0;
 	int err;
 
-	mutex_lock(&txn->j_commit_mutex);
+	err = mutex_lock_killable(&txn->j_commit_mutex);
+	if (err)
+		return err;
 	write_lock(&txn->j_state_lock);
 	txn->t_state = LP_TXN_LOCKED_FOR_COMMIT;
 	out->slept = 0;

@@ -496,7 +496,7 @@ fn lp_run_one(
 /// one either, since the stores it races with are plain. The lock is taken only
 /// once `signal_pending()` said a signal is pending, so a RUN that gets no signal
 /// never takes it, and RUN stops on a fatal signal exactly as C's does.
-fn fatal_signal_pending() -> bool {
+pub(crate) fn fatal_signal_pending() -> bool {
     let task = kernel::current!();
     if !task.signal_pending() {
         return false;

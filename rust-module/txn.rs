@@ -20,19 +20,29 @@
 //! sleeps on `j_wait_updates` through `waitqueue.rs`, not
 //! `kernel::sync::CondVar`: the waker takes no lock, so the committer must queue
 //! itself before it reads `t_updates`, which `CondVar` cannot do.
+//!
+//! COMMIT's waits are killable, as C's: `j_commit_mutex` is a [`KillableMutex`]
+//! (7.3's `kernel::sync::Mutex` has no killable lock) and the drain sleeps
+//! `TASK_KILLABLE`.
 
+use core::pin::Pin;
 use kernel::{
-    new_mutex, new_spinlock,
+    bindings,
+    error::to_result,
+    new_spinlock,
     prelude::*,
+    str::CStr,
     sync::{
         atomic::{Atomic, Full, Relaxed},
         barrier::{smp_mb, Read},
-        Mutex, SpinLock,
+        LockClassKey, Mutex, MutexGuard, SpinLock,
     },
     time::{msecs_to_jiffies, Instant, Monotonic},
+    types::Opaque,
 };
 
 use crate::{
+    device::fatal_signal_pending,
     rwlock::{new_rwlock, RwLock, RwLockWriteGuard},
     uapi,
     waitqueue::{new_wait_queue_head, schedule_timeout, WaitQueueHead},
@@ -68,6 +78,75 @@ pub(crate) struct TxnHandle {
     pub(crate) credits: u32,
 }
 
+/// Creates a [`KillableMutex`] initialiser with a lockdep class of its own, as
+/// `mutex_init()` does for each call site in C.
+macro_rules! new_killable_mutex {
+    ($name:literal) => {
+        KillableMutex::new(
+            ::kernel::optional_name!($name),
+            ::kernel::static_lock_class!(),
+        )
+    };
+}
+
+/// A `struct mutex` guarding nothing, locked with `mutex_lock_killable()`:
+/// `j_commit_mutex`.
+///
+/// 7.3's [`Mutex`] has no killable lock, and its `struct mutex` is private. This
+/// holds the bare `struct mutex` and hands out the guard of the [`Mutex<()>`]
+/// that `Mutex::from_raw()` makes of it, so that unlocking (dropping the guard)
+/// is `Mutex`'s own.
+///
+/// # Invariants
+///
+/// `mutex` was initialised by `__mutex_init()`.
+#[pin_data]
+struct KillableMutex {
+    #[pin]
+    mutex: Opaque<bindings::mutex>,
+}
+
+// SAFETY: A `struct mutex` may be locked from any thread, and unlocked by the
+// thread that locked it, which the guard ensures (it is not `Send`). It guards no
+// data.
+unsafe impl Send for KillableMutex {}
+// SAFETY: As above, from several threads at once: what a mutex is for.
+unsafe impl Sync for KillableMutex {}
+
+impl KillableMutex {
+    /// Returns an initialiser for an unlocked mutex; use [`new_killable_mutex!`].
+    fn new(name: &'static CStr, key: Pin<&'static LockClassKey>) -> impl PinInit<Self> {
+        pin_init!(Self {
+            // SAFETY: `slot` is valid for writes while the closure runs; `name` and
+            // `key` are static, as lockdep requires.
+            // INVARIANT: `__mutex_init()` initialises `mutex`.
+            mutex <- Opaque::ffi_init(|slot| unsafe {
+                bindings::__mutex_init(slot, name.as_char_ptr(), key.as_ptr())
+            }),
+        })
+    }
+
+    /// `mutex_lock_killable()`: sleeps until the mutex is free (`TASK_KILLABLE`),
+    /// then takes it; `EINTR` if a fatal signal came first.
+    fn lock_killable(&self) -> Result<MutexGuard<'_, ()>> {
+        let m = self.mutex.get();
+        // With lockdep, `mutex_lock_killable()` is a macro: this is its expansion.
+        #[cfg(CONFIG_DEBUG_LOCK_ALLOC)]
+        // SAFETY: `m` is an initialised mutex (type invariant), pinned in `self`; a
+        // null `nest_lock` is what the macro passes.
+        let ret = unsafe { bindings::_mutex_lock_killable(m, 0, core::ptr::null_mut()) };
+        #[cfg(not(CONFIG_DEBUG_LOCK_ALLOC))]
+        // SAFETY: `m` is an initialised mutex (type invariant), pinned in `self`.
+        let ret = unsafe { bindings::mutex_lock_killable(m) };
+        to_result(ret)?;
+        // SAFETY: `m` is an initialised `struct mutex` (type invariant) that lives,
+        // pinned, as long as `self`, which the returned guard borrows.
+        let mutex = unsafe { Mutex::<()>::from_raw(m) };
+        // SAFETY: This task owns `mutex`: `mutex_lock_killable()` returned 0.
+        Ok(unsafe { MutexGuard::new(mutex, ()) })
+    }
+}
+
 /// An arena's transaction (`struct lp_txn`).
 #[pin_data]
 pub(crate) struct Txn {
@@ -82,7 +161,7 @@ pub(crate) struct Txn {
     t_handle_lock: SpinLock<()>,
     /// Serializes the COMMITs of one arena.
     #[pin]
-    j_commit_mutex: Mutex<()>,
+    j_commit_mutex: KillableMutex,
     /// Handles running in the transaction.
     t_updates: Atomic<i32>,
     /// Credits granted to running handles (and, for a moment, requests being
@@ -124,7 +203,7 @@ impl Txn {
             ),
             j_wait_updates <- new_wait_queue_head!("lp_txn.j_wait_updates"),
             t_handle_lock <- new_spinlock!((), "lp_txn.t_handle_lock"),
-            j_commit_mutex <- new_mutex!((), "lp_txn.j_commit_mutex"),
+            j_commit_mutex <- new_killable_mutex!("lp_txn.j_commit_mutex"),
             t_updates: Atomic::new(0),
             t_outstanding_credits: Atomic::new(0),
             t_max_wait: Atomic::new(0),
@@ -328,15 +407,25 @@ impl Txn {
 
     /// `lp_txn_wait_updates()`: `jbd2_journal_wait_updates()`. Called and
     /// returning with `j_state_lock` held exclusively (`state`); drops it while it
-    /// sleeps. Waits until `t_updates` is 0, or answers `ETIMEDOUT` once it slept
-    /// `timeout_ms` in all (at once if `timeout_ms` is 0 and a handle runs),
-    /// even if `t_updates` reached 0 meanwhile. Counts its sleeps in `slept`.
+    /// sleeps. Waits until `t_updates` is 0, or answers `ETIMEDOUT` if a handle
+    /// still runs once it slept `timeout_ms` in all (at once if `timeout_ms` is
+    /// 0), or `EINTR` once a fatal signal woke it. Counts its sleeps in `slept`.
     ///
     /// Each round queues the task on `j_wait_updates` *before* reading
     /// `t_updates`; see [`Txn::stop`] for why that makes a lock-free waker
     /// safe. A round is one [`WaitQueueHead::with_wait`]: its entry is unlinked
     /// (`finish_wait()`) when the round ends, on every path: after the lock was
     /// retaken when it slept.
+    ///
+    /// A sleep that runs out does not end the drain by itself: `schedule_timeout()`
+    /// returns 0 once its expiry jiffy has come, whether the timer or the last STOP
+    /// woke the task, and that STOP may also land after the timer fired but before
+    /// the task runs again. So the loop goes round once more and checks
+    /// `t_updates`, as `wait_event_timeout()` does. The sleep is `TASK_KILLABLE`
+    /// ([`Wait::prepare_to_wait`]): a fatal signal wakes it and ends the drain
+    /// (the task is dying and never sees `EINTR`).
+    ///
+    /// [`Wait::prepare_to_wait`]: crate::waitqueue::Wait::prepare_to_wait
     fn wait_updates(
         &self,
         state: &mut RwLockWriteGuard<'_, TxnState>,
@@ -360,8 +449,8 @@ impl Txn {
                 }
                 left = state.do_unlocked(|| schedule_timeout(left));
                 *slept = slept.wrapping_add(1);
-                // Ran out: an error even if t_updates is 0 by now.
-                (left == 0).then_some(Err(ETIMEDOUT))
+                // Ran out (`left == 0`) or not, the next round checks `t_updates`.
+                fatal_signal_pending().then_some(Err(EINTR))
             });
             if let Some(ret) = end {
                 return ret;
@@ -372,10 +461,12 @@ impl Txn {
     /// `lp_txn_commit()`: locks the transaction for commit, drains it
     /// ([`Txn::wait_updates`]) and opens the next one (tid + 1). Fills `out`'s
     /// tid, updates and credits (read under the exclusive lock: exact), slept
-    /// and wait_ns. On `ETIMEDOUT` the transaction runs on, unchanged.
+    /// and wait_ns. On `ETIMEDOUT` and `EINTR` the transaction runs on,
+    /// unchanged. Both waits are killable: a COMMIT queued behind another one's
+    /// 10 s drain, or in its own, ends at once on a fatal signal, with `EINTR`.
     pub(crate) fn commit(&self, timeout_ms: u32, out: &mut uapi::lp_txn_commit) -> Result {
         // Dropped in reverse: `write_unlock()`, then `mutex_unlock()`.
-        let _commit = self.j_commit_mutex.lock();
+        let _commit = self.j_commit_mutex.lock_killable()?;
         let mut state = self.j_state_lock.write();
         state.t_state = uapi::LP_TXN_LOCKED_FOR_COMMIT;
         // Plain, as C's: nobody writes it while the lock is held exclusively.

@@ -12,7 +12,7 @@
 //! ([`Wait::prepare_to_wait`]), then tests the condition, so either its test sees
 //! the waker's change or the waker sees it on the queue (see `txn.rs`). Besides,
 //! `CondVar` sleeps only under `kernel::sync::Lock` guards (not an `rwlock_t`)
-//! and has no uninterruptible wait with a timeout.
+//! and has no killable wait (`TASK_KILLABLE`), with a timeout or without.
 //!
 //! The entry (`DEFINE_WAIT()`) is owned by [`WaitQueueHead::with_wait`]: it lives
 //! in that function's stack frame, the caller's closure only borrows it, and
@@ -30,11 +30,15 @@ use kernel::{
     prelude::*,
     str::CStr,
     sync::LockClassKey,
-    task::{MAX_SCHEDULE_TIMEOUT, TASK_NORMAL, TASK_UNINTERRUPTIBLE},
+    task::{MAX_SCHEDULE_TIMEOUT, TASK_NORMAL},
     time::Jiffies,
     types::{NotThreadSafe, Opaque},
 };
 use pin_init::stack_pin_init;
+
+/// `TASK_KILLABLE`: `kernel::task` of 7.3 has `TASK_UNINTERRUPTIBLE` and
+/// `TASK_INTERRUPTIBLE` only.
+const TASK_KILLABLE: c_int = bindings::TASK_KILLABLE as c_int;
 
 /// Creates a [`WaitQueueHead`] initialiser with a lockdep class of its own, as
 /// `init_waitqueue_head()` does for each call site in C.
@@ -162,13 +166,17 @@ impl<'a> Wait<'a> {
         })
     }
 
-    /// `prepare_to_wait(head, &wait, TASK_UNINTERRUPTIBLE)`: queues the entry on
-    /// `head` (unless it is queued already) and sets the task state, both under
-    /// the queue's spinlock; `set_current_state()` is a full barrier, so the
-    /// caller's next read of its condition is ordered after the queueing.
+    /// `prepare_to_wait(head, &wait, TASK_KILLABLE)`: queues the entry on `head`
+    /// (unless it is queued already) and sets the task state, both under the
+    /// queue's spinlock; `set_current_state()` is a full barrier, so the caller's
+    /// next read of its condition is ordered after the queueing.
     ///
     /// Sleep with [`schedule_timeout`] after testing the condition; a
-    /// [`WaitQueueHead::wake_up`] from then on sets the task running again.
+    /// [`WaitQueueHead::wake_up`] from then on sets the task running again, and
+    /// so does a fatal signal (`TASK_KILLABLE`: `TASK_UNINTERRUPTIBLE` |
+    /// `TASK_WAKEKILL`; the hung-task detector skips such a sleep). The caller
+    /// tests for one after the sleep, with `fatal_signal_pending()`: a dying
+    /// task's sleeps end at once.
     pub(crate) fn prepare_to_wait(self: Pin<&Self>) {
         // SAFETY: `head` is initialised (its type invariant) and outlives `self`
         // (`'a`). `entry` is initialised and belongs to the current task (type
@@ -179,9 +187,7 @@ impl<'a> Wait<'a> {
         // list stays valid while it is there. Both pointers come from `Opaque` (an
         // `UnsafeCell`) behind shared references, so other CPUs writing through
         // them (a waker's `list_del_init_careful()` of the entry) is allowed.
-        unsafe {
-            bindings::prepare_to_wait(self.head.head.get(), self.entry.get(), TASK_UNINTERRUPTIBLE)
-        };
+        unsafe { bindings::prepare_to_wait(self.head.head.get(), self.entry.get(), TASK_KILLABLE) };
     }
 
     /// `finish_wait()`: sets the task running and unlinks the entry if a waker has

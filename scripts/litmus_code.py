@@ -144,6 +144,7 @@ C_CALLS = {
     "kref_put_lock": [("dec_not_one", "release", 0), ("lock", None, 2),
                       ("fetch_sub", REL_ACQ, 0), ("unlock", None, 2)],
     "mutex_lock": [("lock", None, 0)], "mutex_unlock": [("unlock", None, 0)],
+    "mutex_lock_killable": [("lock", None, 0)],
     "spin_lock": [("lock", None, 0)], "spin_unlock": [("unlock", None, 0)],
     "xa_lock": [("lock", None, 0)], "xa_unlock": [("unlock", None, 0)],
     "down_write": [("lock", None, 0)], "up_write": [("unlock", None, 0)],
@@ -804,16 +805,18 @@ def extract_rust(body, names=None):
     rw, rc = names or RUST_NAMES or (set(), set())
     events = []   # (pos, rank, seq, token); rank orders events at one position
     calls = {}    # start -> (end, unlock token): the guards
-    for m in re.finditer(r"\.(lock|read|write)\(\)", body):
+    for m in re.finditer(r"\.(lock|lock_killable|read|write)\(\)", body):
         nm = receiver(body, m.start())
-        how = m.group(1)
+        how = "lock" if m.group(1) == "lock_killable" else m.group(1)
         if how == "read" and nm in rc:
             events.append((m.start(), 0, 0, tok("read", "once", nm)))   # refcount_read()
             continue
         if how != "lock" and nm not in rw:
             continue    # not a lock: a UserSliceReader's read(), ...
         events.append((m.start(), 0, 0, tok("lock_read" if how == "read" else "lock", None, nm)))
-        calls[m.start()] = (m.end(), tok("unlock_read" if how == "read" else "unlock", None, nm))
+        # A fallible lock's `?` yields the guard: the binding takes that.
+        end = m.end() + 1 if body[m.end():m.end() + 1] == "?" else m.end()
+        calls[m.start()] = (end, tok("unlock_read" if how == "read" else "unlock", None, nm))
     for m in re.finditer(r"\.dec_and_lock\(", body):
         pos, paren = m.start(), m.end() - 1
         close = match_close(body, paren, "(", ")")

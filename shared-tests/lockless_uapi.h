@@ -56,7 +56,8 @@
  *   -ETIMEDOUT   COMMIT's drain did not end within its timeout
  *   -ENOMEM      allocation failure
  *
- * There is no -EINTR: RUN stops early only on a fatal signal, and a task
+ * There is no -EINTR: RUN stops early, and COMMIT stops waiting (for the
+ * COMMIT before it or for its drain), only on a fatal signal, and a task
  * with a fatal signal never returns to userspace to read an errno.
  *
  * LP_ABI_VERSION changes whenever an existing ioctl's number, struct
@@ -644,12 +645,15 @@ struct lp_txn_extend {
  *
  * Takes j_state_lock exclusive, marks the transaction locked for commit,
  * then jbd2_journal_wait_updates()'s loop: prepare_to_wait(), check
- * t_updates, drop the lock, sleep, retake it, finish_wait(). A wakeup
- * cannot be lost, so a sleep that runs out is an error, not a delay: when
- * the timeout expires COMMIT unlocks the transaction, changes nothing and
- * answers -ETIMEDOUT, even if t_updates has reached zero by then. Commits
- * of one arena are serialized. Cannot be undone: the argument is written
- * back first, as PUT's is.
+ * t_updates, drop the lock, sleep, retake it, finish_wait(). When the
+ * timeout runs out, t_updates is checked once more, as
+ * wait_event_timeout() does: zero, and the commit goes on; a handle still
+ * running, and COMMIT unlocks the transaction, changes nothing and answers
+ * -ETIMEDOUT. Commits of one arena are serialized. Both waits, for the
+ * COMMIT before it and in the drain, are killable: a fatal signal ends
+ * COMMIT as -ETIMEDOUT does (the transaction running again, its tid
+ * unchanged, nothing committed), with -EINTR, which the dying task never
+ * sees. Cannot be undone: the argument is written back first, as PUT's is.
  * Errors: -EFAULT, -EINVAL (reserved, timeout above the maximum),
  * -ETIMEDOUT.
  */
