@@ -75,7 +75,9 @@
  * TXN_START takes credits (lp_txn_start.nblocks) and records its wait in
  * t_max_wait; TXN_STAT reports t_max_wait, the credits high-water mark and
  * the overshoots (struct lp_txn_stat grew); a request above the credit
- * limit is refused before it is added; the flavor LP_TXN_LOCKED is named
+ * limit is refused before it is added; COMMIT's waits are killable and a
+ * drain whose sleep ran out checks t_updates once more (a COMMIT that
+ * answered -ETIMEDOUT may now succeed); the flavor LP_TXN_LOCKED is named
  * LP_TXN_HANDLE_LOCK.
  */
 #ifndef _UAPI_LOCKLESS_PARITY_H
