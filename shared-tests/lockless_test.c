@@ -4421,15 +4421,38 @@ TEST_F(txn, run_loops_complete_and_give_everything_back)
 	EXPECT_EQ(0, s.late_starts);
 }
 
+/* ---- allocation failure: every allocation of every call may fail ------- */
+
 /*
- * Allocation failure: fail-nth (CONFIG_FAILSLAB in the debug kernel) fails
- * the N-th slab allocation of the calling thread. For N = 1, 2, ... until
- * the ioctl no longer reaches an N-th allocation, each ioctl that creates
- * something must either succeed (having got around the failure) or answer
- * -ENOMEM having changed nothing:
- * no gadget, handle, child or reference left behind (a NEW that linked
- * its child before registering it, or counted a handle before the
- * reservation that failed, shows here).
+ * fail-nth (FAILSLAB and FAIL_PAGE_ALLOC in the debug kernel) fails the
+ * N-th allocation the calling thread makes from the moment N is written
+ * to /proc/thread-self/fail-nth: slab or page, sleeping or not, the
+ * module's own or one the core makes on its behalf (an xarray node,
+ * kmemleak's record of the object). The sweep calls one ioctl with
+ * N = 1, 2, ... on the same state until a call no longer reaches an N-th
+ * allocation, twice for each N: with the N-th allocation failing alone,
+ * and with it and every later one failing (make-it-fail, probability 100,
+ * from the N-th on), which also fails the retry that gets around a single
+ * failure (an xarray node is tried under the lock, then outside it: one
+ * failure alone never reaches the caller of xa_alloc()). The contract is
+ * all or nothing (lockless_uapi.h):
+ *
+ *   - a call that answers -ENOMEM leaves the state exactly as it found it;
+ *   - a call that got around its failure (the xarray retries a node it
+ *     could not allocate under its lock outside it; kmemleak falls back to
+ *     its pool) leaves exactly what the same call leaves without one.
+ *
+ * The state is everything userspace can see of the arena (struct
+ * fl_snap): its counters, the transaction's, the module's live counters,
+ * the STAT of the gadgets the sweep tracks, which ids the registry and the
+ * child list hold (RUN TRYGET_PUT and LOOKUP_PUT: they find a gadget
+ * without creating a handle, so they do not grow the handle tables
+ * themselves), and the handle numbers: a call that succeeds must get the
+ * lowest free number, which a slot leaked by an earlier failure would
+ * take away. After a call that got around its failure, the sweep undoes it
+ * (PUT, TXN_STOP, close) and goes on with N + 1 from the same state; after
+ * the call that reached no N-th allocation, it keeps what the call made,
+ * so that successive calls walk the tables up past their growth points.
  */
 static int write_file(const char *path, const char *s)
 {
@@ -4443,151 +4466,872 @@ static int write_file(const char *path, const char *s)
 	return ret;
 }
 
-/* Most handles taken to make a handle table grow (C: a node holds 64). */
-#define LP_FAIL_GROW	200
+/*
+ * Fail sleeping and page allocations too, of any order, and quietly; and
+ * every allocation of a task whose make-it-fail is set (only the sweep's
+ * own thread, for the length of one call).
+ */
+static int fl_setup(void)
+{
+	static const char * const attrs[] = { "failslab", "fail_page_alloc" };
+	static const char * const knobs[][2] = {
+		{ "ignore-gfp-wait", "N" },
+		{ "verbose", "0" },
+		{ "task-filter", "Y" },
+		{ "probability", "100" },
+		{ "interval", "1" },
+		{ "times", "-1" },
+		{ "space", "0" },
+	};
+	char path[128];
+	size_t a, i;
+	int ret;
 
-enum fail_op { FAIL_NEW_ROOT, FAIL_NEW_CHILD, FAIL_GET, FAIL_LOOKUP,
-	       FAIL_TRYGET, FAIL_TXN_START, FAIL_OPS };
+	for (a = 0; a < ARRAY_SIZE(attrs); a++)
+		for (i = 0; i < ARRAY_SIZE(knobs); i++) {
+			snprintf(path, sizeof(path), "/sys/kernel/debug/%s/%s",
+				 attrs[a], knobs[i][0]);
+			ret = write_file(path, knobs[i][1]);
+			if (ret)
+				return ret;
+		}
+	ret = write_file("/sys/kernel/debug/fail_page_alloc/ignore-gfp-highmem",
+			 "N");
+	return ret ?: write_file("/sys/kernel/debug/fail_page_alloc/min-order",
+				 "0");
+}
 
-static const char * const fail_op_names[FAIL_OPS] = {
-	"NEW of a root", "NEW of a child", "GET", "LOOKUP", "TRYGET",
-	"TXN_START",
+/* Most allocations one call may make before the sweep gives up on it. */
+#define FL_NTH_MAX	64
+/* Calls the walks up the handle tables take at least (quick, full). */
+#define FL_GROW_QUICK	70
+#define FL_GROW_FULL	600
+/*
+ * The page window: a Rust handle table of 512 slots of 16 bytes is
+ * kmalloc()'s largest slab size (8 KiB); the 513th handle makes it a
+ * 16 KiB page allocation. C's xarray takes a new node at 512.
+ */
+#define FL_PAGE_FROM	508
+#define FL_PAGE_TO	516
+
+enum fl_op {
+	FL_OPEN, FL_CONFIGURE, FL_NEW_ROOT, FL_NEW_CHILD, FL_GET, FL_LOOKUP,
+	FL_TRYGET, FL_RUN_NEW_PUT, FL_TXN_START,
+	/* The ioctls whose errors do not include -ENOMEM: no allocation. */
+	FL_IDENTIFY, FL_STAT, FL_ARENA_STAT, FL_RMW, FL_RUN_GET_PUT,
+	FL_RUN_LOOKUP_PUT, FL_RUN_TRYGET_PUT, FL_PUT, FL_TXN_CONFIGURE,
+	FL_TXN_EXTEND, FL_TXN_STAT, FL_RUN_TXN_START_STOP, FL_RUN_TXN_EXTEND,
+	FL_TXN_STOP, FL_TXN_COMMIT,
+	FL_OPS
 };
 
-/* One ioctl with the @nth allocation failing: its result, or -1000. */
-static int call_failing_nth(int fd, enum fail_op op, __u32 root, __u64 cid,
-			    unsigned int nth, __u32 *h, bool *reached)
-{
-	char buf[16];
-	int ff, ret;
-	ssize_t n;
+static const char * const fl_names[FL_OPS] = {
+	"open", "CONFIGURE", "NEW root", "NEW child", "GET", "LOOKUP",
+	"TRYGET", "RUN NEW_PUT", "TXN_START", "IDENTIFY", "STAT",
+	"ARENA_STAT", "RMW", "RUN GET_PUT", "RUN LOOKUP_PUT",
+	"RUN TRYGET_PUT", "PUT", "TXN_CONFIGURE", "TXN_EXTEND", "TXN_STAT",
+	"RUN TXN_START_STOP", "RUN TXN_EXTEND", "TXN_STOP", "TXN_COMMIT",
+};
 
-	ff = open("/proc/thread-self/fail-nth", O_RDWR | O_CLOEXEC);
-	if (ff < 0)
-		return -1000;
-	snprintf(buf, sizeof(buf), "%u", nth);
-	if (write(ff, buf, strlen(buf)) < 0) {
-		close(ff);
-		return -1000;
+/* The gadgets the sweep tracks: a root and its child. */
+enum { FL_ROOT, FL_CHILD, FL_TRACKED };
+
+struct fl_ctx {
+	const char *path;
+	int fd;
+	__u32 flavor;
+	unsigned int tracked;		/* FL_ROOT, FL_CHILD made so far */
+	__u32 handle[FL_TRACKED];
+	__u64 id[FL_TRACKED];
+	__u64 max_id;			/* the newest id a call returned */
+	__u32 spare;			/* a handle of the root PUT consumes */
+	/* Every handle held, by number, in each table (1 = held). */
+	unsigned char held[LP_MAX_HANDLES + 1];
+	unsigned char txn_held[LP_MAX_HANDLES + 1];
+	__u32 nheld, ntxn_held;
+};
+
+struct fl_snap {
+	struct lp_arena_stat as;
+	struct lp_txn_stat ts;
+	__u64 live_gadgets, live_arenas, live_handles;
+	struct lp_stat st[FL_TRACKED];
+	__u64 found[FL_TRACKED];	/* RUN TRYGET_PUT of each tracked id */
+	__u64 next_found;		/* ... of the next two ids */
+	__u64 listed;			/* RUN LOOKUP_PUT of the child */
+};
+
+/* What a call that succeeded changes, besides the handle it returns. */
+struct fl_effect {
+	int handles, live, created, freed, live_gadgets, live_arenas;
+	int live_handles, txn_handles, updates, credits, tid, committed;
+	bool adds;		/* it added credits: the high-water mark */
+	int refcount[FL_TRACKED], children[FL_TRACKED];
+};
+
+/* The result of one call, for the sweep. */
+struct fl_result {
+	int ret;
+	bool reached;		/* the N-th allocation came, and failed */
+	__u32 handle;		/* the handle it created, if any */
+	__u64 id;		/* the gadget it created, if any */
+	int fd;			/* FL_OPEN: the file */
+};
+
+static __u32 fl_lowest_free(const unsigned char *held)
+{
+	__u32 h;
+
+	for (h = 1; h <= LP_MAX_HANDLES; h++)
+		if (!held[h])
+			return h;
+	return 0;
+}
+
+static void fl_hold(struct fl_ctx *c, bool txn, __u32 h)
+{
+	if (txn) {
+		c->txn_held[h] = 1;
+		c->ntxn_held++;
+	} else {
+		c->held[h] = 1;
+		c->nheld++;
+	}
+}
+
+static void fl_unhold(struct fl_ctx *c, bool txn, __u32 h)
+{
+	if (txn) {
+		c->txn_held[h] = 0;
+		c->ntxn_held--;
+	} else {
+		c->held[h] = 0;
+		c->nheld--;
+	}
+}
+
+/* RUN TRYGET_PUT or LOOKUP_PUT of @id: 1 if found, 0 if not, or -errno. */
+static int fl_find(int fd, __u32 op, __u32 parent, __u64 id)
+{
+	struct lp_run r;
+	int ret = lp_run(fd, op, parent, 1, id, &r);
+
+	return ret ? ret : (int)r.completed;
+}
+
+static int fl_snapshot(struct fl_ctx *c, struct fl_snap *s)
+{
+	struct lp_identify id;
+	unsigned int i;
+	int ret;
+
+	memset(s, 0, sizeof(*s));
+	ret = lp_arena_stat(c->fd, &s->as);
+	if (!ret)
+		ret = lp_txn_stat(c->fd, &s->ts);
+	if (!ret)
+		ret = lp_identify(c->fd, &id);
+	if (ret)
+		return ret;
+	s->live_gadgets = id.live_gadgets;
+	s->live_arenas = id.live_arenas;
+	s->live_handles = id.live_handles;
+	for (i = 0; i < c->tracked; i++) {
+		ret = lp_stat(c->fd, c->handle[i], &s->st[i]);
+		if (ret)
+			return ret;
+		ret = fl_find(c->fd, LP_OP_TRYGET_PUT, 0, c->id[i]);
+		if (ret < 0)
+			return ret;
+		s->found[i] = ret;
+	}
+	for (i = 1; i <= 2; i++) {
+		ret = fl_find(c->fd, LP_OP_TRYGET_PUT, 0, c->max_id + i);
+		if (ret < 0)
+			return ret;
+		s->next_found += ret;
+	}
+	if (c->tracked > FL_CHILD && has_child_list(c->flavor)) {
+		ret = fl_find(c->fd, LP_OP_LOOKUP_PUT, c->handle[FL_ROOT],
+			      c->id[FL_CHILD]);
+		if (ret < 0)
+			return ret;
+		s->listed = ret;
+	}
+	return 0;
+}
+
+/* @after is @before changed by @e (all zero: unchanged). */
+static void fl_expect(struct __test_metadata *_metadata,
+		      const struct fl_snap *b, const struct fl_snap *a,
+		      const struct fl_effect *e, const char *what,
+		      unsigned int nth)
+{
+	unsigned int i;
+
+#define FL_EQ(exp, got) \
+	EXPECT_EQ((exp), (got)) TH_LOG("%s, allocation %u: %s", what, nth, #got)
+	FL_EQ(b->as.flavor, a->as.flavor);
+	FL_EQ(b->as.handles + e->handles, a->as.handles);
+	FL_EQ(b->as.live + e->live, a->as.live);
+	FL_EQ(b->as.created + e->created, a->as.created);
+	FL_EQ(b->as.freed + e->freed, a->as.freed);
+	FL_EQ(b->live_gadgets + e->live_gadgets, a->live_gadgets);
+	FL_EQ(b->live_arenas + e->live_arenas, a->live_arenas);
+	FL_EQ(b->live_handles + e->live_handles, a->live_handles);
+	FL_EQ(b->ts.flavor, a->ts.flavor);
+	FL_EQ(b->ts.state, a->ts.state);
+	FL_EQ(b->ts.tid + e->tid, a->ts.tid);
+	FL_EQ(b->ts.updates + e->updates, a->ts.updates);
+	FL_EQ(b->ts.credits + e->credits, a->ts.credits);
+	FL_EQ(b->ts.max_credits, a->ts.max_credits);
+	FL_EQ(b->ts.handles + e->txn_handles, a->ts.handles);
+	FL_EQ(b->ts.committed + e->committed, a->ts.committed);
+	FL_EQ(b->ts.late_starts, a->ts.late_starts);
+	FL_EQ(b->ts.max_wait_ns, a->ts.max_wait_ns);
+	FL_EQ(b->ts.overshoots, a->ts.overshoots);
+	/* An adder records the credits it found, its own not included. */
+	FL_EQ(e->adds && b->ts.credits > b->ts.credits_hwm ?
+	      b->ts.credits : b->ts.credits_hwm, a->ts.credits_hwm);
+	for (i = 0; i < FL_TRACKED; i++) {
+		FL_EQ(b->st[i].refcount + e->refcount[i], a->st[i].refcount);
+		FL_EQ(b->st[i].children + e->children[i], a->st[i].children);
+		FL_EQ(b->st[i].id, a->st[i].id);
+		FL_EQ(b->st[i].parent_id, a->st[i].parent_id);
+		FL_EQ(b->found[i], a->found[i]);
+	}
+	FL_EQ(b->listed, a->listed);
+	FL_EQ(0, a->next_found);
+#undef FL_EQ
+}
+
+/* @s changed by @e: what fl_expect() checks, for a call not measured. */
+static void fl_apply(struct fl_snap *s, const struct fl_effect *e)
+{
+	unsigned int i;
+
+	if (e->adds && s->ts.credits > s->ts.credits_hwm)
+		s->ts.credits_hwm = s->ts.credits;
+	s->as.handles += e->handles;
+	s->as.live += e->live;
+	s->as.created += e->created;
+	s->as.freed += e->freed;
+	s->live_gadgets += e->live_gadgets;
+	s->live_arenas += e->live_arenas;
+	s->live_handles += e->live_handles;
+	s->ts.tid += e->tid;
+	s->ts.updates += e->updates;
+	s->ts.credits += e->credits;
+	s->ts.handles += e->txn_handles;
+	s->ts.committed += e->committed;
+	for (i = 0; i < FL_TRACKED; i++) {
+		s->st[i].refcount += e->refcount[i];
+		s->st[i].children += e->children[i];
+	}
+}
+
+/*
+ * One call of @op with its @nth allocation failing (0: none), and every
+ * later one too if @persist. Between the arming and the disarming, the
+ * thread touches no memory it has not touched before (a page fault that
+ * fails to allocate would be the OOM killer's).
+ */
+static void fl_call(struct fl_ctx *c, enum fl_op op, unsigned int nth,
+		    bool persist, struct fl_result *res)
+{
+	struct lp_txn_commit tc;
+	struct lp_txn_extend te;
+	struct lp_rmw rmw;
+	struct lp_run run;
+	struct lp_stat st;
+	struct lp_arena_stat as;
+	struct lp_txn_stat ts;
+	struct lp_identify id;
+	int ff = -1, mf = -1;
+	char buf[16];
+	ssize_t n;
+	__u32 h;
+
+	memset(res, 0, sizeof(*res));
+	res->fd = -1;
+	if (nth) {
+		ff = open("/proc/thread-self/fail-nth", O_RDWR | O_CLOEXEC);
+		mf = open("/proc/thread-self/make-it-fail",
+			  O_WRONLY | O_CLOEXEC);
+		snprintf(buf, sizeof(buf), "%u", nth);
+		if (ff < 0 || mf < 0 || write(ff, buf, strlen(buf)) < 0 ||
+		    (persist && write(mf, "1", 1) < 0)) {
+			res->ret = -1000;
+			goto out;
+		}
 	}
 	switch (op) {
-	case FAIL_NEW_ROOT:
-		ret = lp_new(fd, LP_HANDLE_NONE, h, NULL);
+	case FL_OPEN:
+		res->fd = open(c->path, O_RDWR | O_CLOEXEC);
+		res->ret = res->fd < 0 ? -errno : 0;
 		break;
-	case FAIL_NEW_CHILD:
-		ret = lp_new(fd, root, h, NULL);
+	case FL_CONFIGURE:
+		res->ret = lp_configure(c->fd, c->flavor);
 		break;
-	case FAIL_GET:
-		ret = lp_get(fd, root, h);
+	case FL_NEW_ROOT:
+		res->ret = lp_new(c->fd, LP_HANDLE_NONE, &res->handle,
+				  &res->id);
 		break;
-	case FAIL_LOOKUP:
-		ret = lp_lookup(fd, root, cid, h);
+	case FL_NEW_CHILD:
+		res->ret = lp_new(c->fd, c->handle[FL_ROOT], &res->handle,
+				  &res->id);
 		break;
-	case FAIL_TRYGET:
-		ret = lp_tryget(fd, cid, h);
+	case FL_GET:
+		res->ret = lp_get(c->fd, c->handle[FL_ROOT], &res->handle);
+		break;
+	case FL_LOOKUP:
+		res->ret = lp_lookup(c->fd, c->handle[FL_ROOT],
+				     c->id[FL_CHILD], &res->handle);
+		break;
+	case FL_TRYGET:
+		res->ret = lp_tryget(c->fd, c->id[FL_CHILD], &res->handle);
+		break;
+	case FL_RUN_NEW_PUT:
+		res->ret = lp_run(c->fd, LP_OP_NEW_PUT, c->handle[FL_ROOT], 1,
+				  0, &run);
+		break;
+	case FL_TXN_START:
+		res->ret = lp_txn_start_n(c->fd, 1, &res->handle);
+		break;
+	case FL_IDENTIFY:
+		res->ret = lp_identify(c->fd, &id);
+		break;
+	case FL_STAT:
+		res->ret = lp_stat(c->fd, c->handle[FL_CHILD], &st);
+		break;
+	case FL_ARENA_STAT:
+		res->ret = lp_arena_stat(c->fd, &as);
+		break;
+	case FL_RMW:
+		res->ret = lp_rmw(c->fd, LP_OP_MAX_CMPXCHG, 1, &rmw);
+		break;
+	case FL_RUN_GET_PUT:
+		res->ret = lp_run(c->fd, LP_OP_GET_PUT, c->handle[FL_CHILD], 1,
+				  0, &run);
+		break;
+	case FL_RUN_LOOKUP_PUT:
+		res->ret = lp_run(c->fd, LP_OP_LOOKUP_PUT, c->handle[FL_ROOT],
+				  1, c->id[FL_CHILD], &run);
+		break;
+	case FL_RUN_TRYGET_PUT:
+		res->ret = lp_run(c->fd, LP_OP_TRYGET_PUT, 0, 1,
+				  c->id[FL_CHILD], &run);
+		break;
+	case FL_PUT:
+		res->handle = c->spare;
+		res->ret = lp_put(c->fd, c->spare);
+		break;
+	case FL_TXN_CONFIGURE:
+		res->ret = lp_txn_configure(c->fd, c->flavor,
+					    LP_TXN_CREDITS_DEFAULT);
+		break;
+	case FL_TXN_EXTEND:
+		/* The newest handle: TXN_STOP stops the oldest. */
+		for (h = LP_MAX_HANDLES; h && !c->txn_held[h]; h--)
+			;
+		res->ret = lp_txn_extend(c->fd, h, 1, &te);
+		break;
+	case FL_TXN_STAT:
+		res->ret = lp_txn_stat(c->fd, &ts);
+		break;
+	case FL_RUN_TXN_START_STOP:
+		res->ret = lp_run(c->fd, LP_OP_TXN_START_STOP, 0, 1, 1, &run);
+		break;
+	case FL_RUN_TXN_EXTEND:
+		res->ret = lp_run(c->fd, LP_OP_TXN_EXTEND, 0, 1, 1, &run);
+		break;
+	case FL_TXN_STOP:
+		for (h = 1; h < LP_MAX_HANDLES && !c->txn_held[h]; h++)
+			;
+		res->handle = h;
+		res->ret = lp_txn_stop(c->fd, h);
 		break;
 	default:
-		ret = lp_txn_start(fd, h, NULL);
+		res->ret = lp_txn_commit(c->fd, 0, &tc);
 		break;
 	}
+	if (persist && write(mf, "0", 1) < 0)
+		res->ret = -1000;
+	if (res->ret > 0)	/* PUT's released, TXN_STOP's credits */
+		res->ret = 0;
+	if (!nth)
+		return;
 	/* 0: the fault was injected; N > 0: no N-th allocation came. */
 	n = pread(ff, buf, sizeof(buf) - 1, 0);
 	buf[n > 0 ? n : 0] = 0;
-	*reached = n > 0 && atoi(buf) == 0;
+	res->reached = n > 0 && atoi(buf) == 0;
 	if (write(ff, "0", 1) < 0)
-		ret = -1000;
-	close(ff);
-	return ret;
+		res->ret = -1000;
+out:
+	if (ff >= 0)
+		close(ff);
+	if (mf >= 0)
+		close(mf);
 }
 
-TEST_F_TIMEOUT(dev, allocation_failure_changes_nothing, LP_SLOW_TIMEOUT)
+/*
+ * What a call of @op that succeeded changes (@res: what it returned), and
+ * take what it made into the bookkeeping.
+ */
+static void fl_effect_of(struct fl_ctx *c, enum fl_op op,
+			 const struct fl_result *res, struct fl_effect *e)
 {
-	struct lp_snapshot before;
-	struct lp_stat st, st2;
-	struct lp_txn_stat ts;
-	unsigned int nth, injected, refused, grown;
-	__u32 root, child, h = 0;
-	enum fail_op op;
-	bool reached;
-	__u64 cid;
-	int ret;
+	memset(e, 0, sizeof(*e));
+	switch (op) {
+	case FL_OPEN:
+		e->live_arenas = 1;
+		break;
+	case FL_NEW_CHILD:
+		e->refcount[FL_ROOT] = 1;
+		e->children[FL_ROOT] = 1;
+		/* fall through */
+	case FL_NEW_ROOT:
+		e->live = 1;
+		e->created = 1;
+		e->live_gadgets = 1;
+		/* fall through */
+	case FL_GET:
+	case FL_LOOKUP:
+	case FL_TRYGET:
+		e->handles = 1;
+		e->live_handles = 1;
+		if (op == FL_GET)
+			e->refcount[FL_ROOT] = 1;
+		if (op == FL_LOOKUP || op == FL_TRYGET)
+			e->refcount[FL_CHILD] = 1;
+		fl_hold(c, false, res->handle);
+		break;
+	case FL_RUN_NEW_PUT:
+		e->created = 1;
+		e->freed = 1;
+		c->max_id++;
+		break;
+	case FL_TXN_START:
+		e->txn_handles = 1;
+		e->updates = 1;
+		e->credits = 1;
+		e->adds = true;
+		e->live_handles = 1;
+		fl_hold(c, true, res->handle);
+		break;
+	case FL_PUT:
+		e->handles = -1;
+		e->live_handles = -1;
+		e->refcount[FL_ROOT] = -1;	/* the spare is the root's */
+		fl_unhold(c, false, res->handle);
+		c->spare = 0;
+		break;
+	case FL_TXN_EXTEND:
+		e->credits = 1;
+		e->adds = true;
+		break;
+	case FL_RUN_TXN_START_STOP:
+	case FL_RUN_TXN_EXTEND:
+		e->adds = true;
+		break;
+	case FL_TXN_COMMIT:
+		e->tid = 1;
+		e->committed = 1;
+		break;
+	case FL_TXN_STOP:
+		e->txn_handles = -1;
+		e->updates = -1;
+		e->credits = -1;
+		e->live_handles = -1;
+		fl_unhold(c, true, res->handle);
+		break;
+	default:
+		break;
+	}
+	if (res->id > c->max_id)
+		c->max_id = res->id;
+}
 
-	if (lacks(_metadata, &self->id, variant->module, variant->reference,
-		  1u << LP_FLAVOR_KREF_MUTEX, 0))
-		return;
-	/* Fail sleeping allocations too, and quietly (no stack dump). */
-	ASSERT_EQ(0, write_file("/sys/kernel/debug/failslab/ignore-gfp-wait",
-				"N"))
-		TH_LOG("the debug kernel needs CONFIG_FAILSLAB and debugfs");
-	ASSERT_EQ(0, write_file("/sys/kernel/debug/failslab/verbose", "0"));
-	ASSERT_EQ(0, lp_configure(self->fd, LP_FLAVOR_KREF_MUTEX));
-	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &root, NULL));
-	ASSERT_EQ(0, lp_new(self->fd, root, &child, &cid));
+/* Undo a call that got around its failure, back to the same state. */
+static int fl_undo(struct fl_ctx *c, enum fl_op op, struct fl_result *res)
+{
+	switch (op) {
+	case FL_OPEN:
+		return close(res->fd);
+	case FL_NEW_ROOT:
+	case FL_NEW_CHILD:
+	case FL_GET:
+	case FL_LOOKUP:
+	case FL_TRYGET:
+		fl_unhold(c, false, res->handle);
+		return lp_put(c->fd, res->handle) < 0 ? -1 : 0;
+	case FL_TXN_START:
+		fl_unhold(c, true, res->handle);
+		return lp_txn_stop(c->fd, res->handle) < 0 ? -1 : 0;
+	default:
+		return 0;	/* nothing to undo, or it cannot be */
+	}
+}
 
-	for (op = 0; op < FAIL_OPS; op++) {
-		injected = 0;
-		refused = 0;
-		grown = 0;
-again:
-		for (nth = 1; nth < 64; nth++) {
-			ASSERT_EQ(0, lp_snapshot(self->fd, &before));
-			ASSERT_EQ(0, lp_stat(self->fd, root, &st));
-			ret = call_failing_nth(self->fd, op, root, cid, nth, &h,
-					       &reached);
-			ASSERT_NE(-1000, ret) TH_LOG("fail-nth: %s",
-						     strerror(errno));
-			injected += reached;
-			if (!ret) {
-				/*
-				 * Done, or a failure the ioctl got around (the
-				 * xarray retries a node allocation that failed
-				 * under its lock, outside it).
-				 */
-				EXPECT_LE(0, op == FAIL_TXN_START ?
-					     lp_txn_stop(self->fd, h) :
-					     lp_put(self->fd, h));
-				if (!reached)
-					break;
+/* One op's line of the coverage table. */
+struct fl_count {
+	unsigned int calls;	/* states swept */
+	unsigned int reached;	/* calls in which an allocation failed */
+	unsigned int enomem;	/* ... that answered -ENOMEM */
+	unsigned int around;	/* ... that got around it */
+	unsigned int most;	/* most allocations one call made */
+};
+
+/*
+ * Sweep one call of @op from the current state, @cur its snapshot: N = 1,
+ * 2, ..., each alone and from N on. Return whether a call reached no N-th
+ * allocation before FL_NTH_MAX; @cur is then the state it left.
+ */
+static bool fl_sweep_once(struct __test_metadata *_metadata,
+			  struct fl_ctx *c, enum fl_op op, struct fl_snap *cur,
+			  struct fl_count *cnt)
+{
+	bool creates = op == FL_OPEN ||
+		       (op >= FL_NEW_ROOT && op <= FL_TXN_START);
+	struct fl_effect e, none = { 0 };
+	struct fl_result res;
+	struct fl_snap after;
+	unsigned int nth;
+	int persist;
+	__u32 want;
+
+	cnt->calls++;
+	for (nth = 1; nth <= FL_NTH_MAX; nth++) {
+		for (persist = 0; persist < 2; persist++) {
+			want = fl_lowest_free(op == FL_TXN_START ?
+					      c->txn_held : c->held);
+			fl_call(c, op, nth, persist, &res);
+			if (res.ret == -1000) {
+				EXPECT_TRUE(false)
+					TH_LOG("fail-nth: %s", strerror(errno));
+				return false;
+			}
+			if (res.reached) {
+				cnt->reached++;
+				if (nth > cnt->most)
+					cnt->most = nth;
+			}
+			if (res.ret) {
+				EXPECT_EQ(-ENOMEM, res.ret)
+					TH_LOG("%s, allocation %u%s: %s",
+					       fl_names[op], nth,
+					       persist ? " on" : "",
+					       strerror(-res.ret));
+				EXPECT_TRUE(res.reached)
+					TH_LOG("%s failed with no allocation failed",
+					       fl_names[op]);
+				EXPECT_TRUE(creates)
+					TH_LOG("%s answered -ENOMEM: its contract has none",
+					       fl_names[op]);
+				cnt->enomem++;
+				if (fl_snapshot(c, &after))
+					return false;
+				fl_expect(_metadata, cur, &after, &none,
+					  fl_names[op], nth);
 				continue;
 			}
-			refused++;
-			EXPECT_EQ(-ENOMEM, ret) TH_LOG("%s, allocation %u",
-						       fail_op_names[op], nth);
-			expect_unchanged(_metadata, &before, self->fd,
-					 fail_op_names[op]);
-			ASSERT_EQ(0, lp_stat(self->fd, root, &st2));
-			EXPECT_EQ(st.refcount, st2.refcount)
-				TH_LOG("%s, allocation %u", fail_op_names[op],
-				       nth);
-			EXPECT_EQ(st.children, st2.children)
-				TH_LOG("%s, allocation %u", fail_op_names[op],
-				       nth);
-			ASSERT_EQ(0, lp_txn_stat(self->fd, &ts));
-			EXPECT_EQ(0, ts.updates);
-			EXPECT_EQ(0, ts.handles);
+			if (res.handle && op != FL_PUT && op != FL_TXN_STOP)
+				EXPECT_EQ(want, res.handle)
+					TH_LOG("%s, allocation %u: not the lowest free handle",
+					       fl_names[op], nth);
+			fl_effect_of(c, op, &res, &e);
+			if (!res.reached) {
+				/*
+				 * Fewer than N allocations: done, and an
+				 * ordinary call. Its effect is checked with
+				 * the next snapshot: a walk up a table
+				 * costs one ioctl a step.
+				 */
+				if (op == FL_OPEN)
+					close(res.fd);
+				else
+					fl_apply(cur, &e);
+				return true;
+			}
+			if (fl_snapshot(c, &after))
+				return false;
+			fl_expect(_metadata, cur, &after, &e, fl_names[op],
+				  nth);
+			cnt->around++;
+			if (fl_undo(c, op, &res) || fl_snapshot(c, cur)) {
+				EXPECT_TRUE(false)
+					TH_LOG("%s: undo failed", fl_names[op]);
+				return false;
+			}
 		}
-		EXPECT_GT(64, nth) TH_LOG("%s still allocating at 64",
-					  fail_op_names[op]);
-		/*
-		 * Only NEW always allocates (the gadget); a new handle needs
-		 * memory only when its table grows (a new xarray node in C, a
-		 * bigger vector in Rust). Until one allocation of this op has
-		 * failed, hold one more handle of its table and try again.
-		 */
-		if (!injected && grown < LP_FAIL_GROW) {
-			grown++;
-			ASSERT_EQ(0, op == FAIL_TXN_START ?
-				     lp_txn_start(self->fd, &h, NULL) :
-				     lp_get(self->fd, root, &h));
-			goto again;
-		}
-		EXPECT_LT(0, injected) TH_LOG("%s: no allocation failed",
-					      fail_op_names[op]);
-		TH_LOG("%s: %u allocations failed, %u answered -ENOMEM (%u more handles held)",
-		       fail_op_names[op], injected, refused, grown);
 	}
+	EXPECT_TRUE(false) TH_LOG("%s still allocating at %u", fl_names[op],
+				  FL_NTH_MAX);
+	return false;
+}
+
+/*
+ * Sweep successive calls of @op, each from the state the last left, until
+ * @least calls are done and one of them reached an allocation, or @most
+ * calls: the tables grow a handle a call, up past their growth points.
+ */
+static void fl_sweep(struct __test_metadata *_metadata, struct fl_ctx *c,
+		     enum fl_op op, unsigned int least, unsigned int most,
+		     struct fl_count *cnt)
+{
+	struct fl_snap cur, after;
+	struct fl_effect none = { 0 };
+
+	memset(cnt, 0, sizeof(*cnt));
+	if (fl_snapshot(c, &cur)) {
+		EXPECT_TRUE(false) TH_LOG("snapshot: %s", strerror(errno));
+		return;
+	}
+	while (cnt->calls < most &&
+	       fl_sweep_once(_metadata, c, op, &cur, cnt))
+		if (cnt->calls >= least && cnt->reached)
+			break;
+	/* The state the sweep left: the last calls were not measured. */
+	if (fl_snapshot(c, &after))
+		return;
+	fl_expect(_metadata, &cur, &after, &none, fl_names[op], 0);
+}
+
+static void fl_report(struct __test_metadata *_metadata, const char *module,
+		      const char *flavor, enum fl_op op,
+		      const struct fl_count *cnt)
+{
+	TH_LOG("%-13s %-15s %-11s %4u calls, %3u failed: %3u -ENOMEM, %3u got around; most %u a call",
+	       module, flavor, fl_names[op], cnt->calls, cnt->reached,
+	       cnt->enomem, cnt->around, cnt->most);
+}
+
+/* A call that allocates must have met its failures: one at least. */
+static void fl_expect_reached(struct __test_metadata *_metadata,
+			      enum fl_op op, const struct fl_count *cnt)
+{
+	EXPECT_LT(0, cnt->enomem)
+		TH_LOG("%s: no allocation failure reached its caller",
+		       fl_names[op]);
+}
+
+static void fl_init(struct fl_ctx *c, const char *path, int fd,
+		    __u32 flavor)
+{
+	memset(c, 0, sizeof(*c));
+	c->path = path;
+	c->fd = fd;
+	c->flavor = flavor;
+}
+
+/* Take what the last sweep kept, the newest handle, as tracked gadget @t. */
+static void fl_track(struct fl_ctx *c, unsigned int t, __u32 handle)
+{
+	struct lp_stat st;
+
+	c->handle[t] = handle;
+	c->id[t] = lp_stat(c->fd, handle, &st) ? 0 : st.id;
+	c->tracked = t + 1;
+	if (c->id[t] > c->max_id)
+		c->max_id = c->id[t];
+}
+
+/* The newest handle held. */
+static __u32 fl_newest(const struct fl_ctx *c)
+{
+	__u32 h;
+
+	for (h = LP_MAX_HANDLES; h; h--)
+		if (c->held[h])
+			return h;
+	return 0;
+}
+
+/*
+ * Every ioctl and RUN op of the gadget side, in this flavor: the ones that
+ * create something meet every allocation failure all or nothing, and the
+ * others allocate nothing at all. Each op is swept from one state (make
+ * soak: GET, LOOKUP and TRYGET walk the handle table up past 512 handles);
+ * dev.*.handle_tables_fail_all_or_nothing walks the growth points.
+ */
+TEST_F_TIMEOUT(flavor, every_allocation_may_fail_all_or_nothing,
+	       LP_SLOW_TIMEOUT)
+{
+	static const enum fl_op probes[] = {
+		FL_IDENTIFY, FL_STAT, FL_ARENA_STAT, FL_RMW, FL_RUN_GET_PUT,
+		FL_RUN_LOOKUP_PUT, FL_RUN_TRYGET_PUT, FL_PUT,
+	};
+	bool list = has_child_list(variant->flavor);
+	const char *fname = flavor_names[variant->flavor];
+	bool full = !strcmp(sizes.preset, "full");
+	unsigned int walk = full ? FL_GROW_FULL : 1;
+	unsigned int most = full ? LP_MAX_HANDLES : 1;
+	struct fl_count cnt;
+	struct fl_ctx *c;
+	size_t i;
+
+	if (lacks(_metadata, &self->id, variant->module, variant->reference,
+		  1u << variant->flavor, 0))
+		return;
+	ASSERT_EQ(0, fl_setup())
+		TH_LOG("the debug kernel needs FAILSLAB, FAIL_PAGE_ALLOC and debugfs");
+	c = calloc(1, sizeof(*c));
+	ASSERT_NE(NULL, c);
+	fl_init(c, variant->path, self->fd, variant->flavor);
+
+	fl_sweep(_metadata, c, FL_CONFIGURE, 1, 1, &cnt);
+	EXPECT_EQ(0, cnt.reached) TH_LOG("CONFIGURE allocates");
+	/* The first NEW of a new arena: a gadget, a registry node, a handle. */
+	fl_sweep(_metadata, c, FL_NEW_ROOT, 1, 1, &cnt);
+	fl_report(_metadata, variant->module, fname, FL_NEW_ROOT, &cnt);
+	fl_expect_reached(_metadata, FL_NEW_ROOT, &cnt);
+	ASSERT_EQ(1, c->nheld);
+	fl_track(c, FL_ROOT, fl_newest(c));
+	/* The first child: a child list's first entry too (Rust). */
+	fl_sweep(_metadata, c, FL_NEW_CHILD, 1, 1, &cnt);
+	fl_report(_metadata, variant->module, fname, FL_NEW_CHILD, &cnt);
+	fl_expect_reached(_metadata, FL_NEW_CHILD, &cnt);
+	ASSERT_EQ(2, c->nheld);
+	fl_track(c, FL_CHILD, fl_newest(c));
+	fl_sweep(_metadata, c, FL_GET, walk, most, &cnt);
+	fl_report(_metadata, variant->module, fname, FL_GET, &cnt);
+	if (full)
+		fl_expect_reached(_metadata, FL_GET, &cnt);
+	if (list) {
+		fl_sweep(_metadata, c, FL_LOOKUP, walk, most, &cnt);
+		fl_report(_metadata, variant->module, fname, FL_LOOKUP, &cnt);
+		if (full)
+			fl_expect_reached(_metadata, FL_LOOKUP, &cnt);
+	}
+	fl_sweep(_metadata, c, FL_TRYGET, walk, most, &cnt);
+	fl_report(_metadata, variant->module, fname, FL_TRYGET, &cnt);
+	if (full)
+		fl_expect_reached(_metadata, FL_TRYGET, &cnt);
+	/* A child created and released in the kernel: no handle. */
+	fl_sweep(_metadata, c, FL_RUN_NEW_PUT, 1, 1, &cnt);
+	fl_report(_metadata, variant->module, fname, FL_RUN_NEW_PUT, &cnt);
+	fl_expect_reached(_metadata, FL_RUN_NEW_PUT, &cnt);
+	/* The PUT probe's handle, made without injection. */
+	ASSERT_EQ(0, lp_get(self->fd, c->handle[FL_ROOT], &c->spare));
+	fl_hold(c, false, c->spare);
+	for (i = 0; i < ARRAY_SIZE(probes); i++) {
+		if (probes[i] == FL_RUN_LOOKUP_PUT && !list)
+			continue;
+		fl_sweep(_metadata, c, probes[i], 1, 1, &cnt);
+		EXPECT_EQ(0, cnt.reached)
+			TH_LOG("%s allocates: its contract has no -ENOMEM",
+			       fl_names[probes[i]]);
+	}
+	free(c);
 	ASSERT_EQ(0, arena_still_works(self->fd));
-	/* close() puts the handles held to grow the tables. */
+	/* close() puts every handle the sweep kept. */
+}
+
+/* The transaction's ioctls, in this flavor: as the gadget side. */
+TEST_F_TIMEOUT(txn, every_allocation_may_fail_all_or_nothing,
+	       LP_SLOW_TIMEOUT)
+{
+	static const enum fl_op probes[] = {
+		FL_TXN_STAT, FL_TXN_EXTEND, FL_RUN_TXN_START_STOP,
+		FL_RUN_TXN_EXTEND, FL_TXN_STOP,
+	};
+	const char *fname = txn_flavor_names[variant->flavor];
+	bool full = !strcmp(sizes.preset, "full");
+	struct fl_count cnt;
+	struct fl_ctx *c;
+	size_t i;
+	__u32 h;
+
+	ASSERT_EQ(0, fl_setup())
+		TH_LOG("the debug kernel needs FAILSLAB, FAIL_PAGE_ALLOC and debugfs");
+	c = calloc(1, sizeof(*c));
+	ASSERT_NE(NULL, c);
+	fl_init(c, variant->path, self->fd, variant->flavor);
+	fl_sweep(_metadata, c, FL_TXN_CONFIGURE, 1, 1, &cnt);
+	EXPECT_EQ(0, cnt.reached) TH_LOG("TXN_CONFIGURE allocates");
+	/* C allocates an entry a handle, Rust an Arc'd one: every START. */
+	fl_sweep(_metadata, c, FL_TXN_START, full ? FL_GROW_FULL : 3,
+		 LP_MAX_HANDLES, &cnt);
+	fl_report(_metadata, variant->module, fname, FL_TXN_START, &cnt);
+	fl_expect_reached(_metadata, FL_TXN_START, &cnt);
+	for (i = 0; i < ARRAY_SIZE(probes); i++) {
+		fl_sweep(_metadata, c, probes[i], 1, 1, &cnt);
+		EXPECT_EQ(0, cnt.reached)
+			TH_LOG("%s allocates: its contract has no -ENOMEM",
+			       fl_names[probes[i]]);
+	}
+	/* COMMIT drains: every handle stopped first. */
+	while (c->ntxn_held) {
+		for (h = 1; !c->txn_held[h]; h++)
+			;
+		ASSERT_LE(0, lp_txn_stop(self->fd, h));
+		fl_unhold(c, true, h);
+	}
+	fl_sweep(_metadata, c, FL_TXN_COMMIT, 1, 1, &cnt);
+	EXPECT_EQ(0, cnt.reached) TH_LOG("TXN_COMMIT allocates");
+	free(c);
+	EXPECT_EQ(0, txn_still_works(self->fd));
+}
+
+/*
+ * open() itself, and the handle tables at their growth points: GET walks
+ * the table up past C's first new xarray node (64) and Rust's vector
+ * doublings, LOOKUP and TRYGET each on to the next growth; then the
+ * tables past a page, where a Rust table of more than 512 handles is a
+ * page allocation, which failslab alone never fails.
+ */
+TEST_F_TIMEOUT(dev, handle_tables_fail_all_or_nothing, LP_SLOW_TIMEOUT)
+{
+	const char *m = variant->module;
+	struct fl_count cnt;
+	struct fl_ctx *c;
+	unsigned int i;
+	__u32 h;
+
+	ASSERT_EQ(0, fl_setup())
+		TH_LOG("the debug kernel needs FAILSLAB, FAIL_PAGE_ALLOC and debugfs");
+	c = calloc(1, sizeof(*c));
+	ASSERT_NE(NULL, c);
+	fl_init(c, variant->path, self->fd, LP_FLAVOR_KREF_MUTEX);
+	fl_sweep(_metadata, c, FL_OPEN, 1, 1, &cnt);
+	fl_report(_metadata, m, "-", FL_OPEN, &cnt);
+	fl_expect_reached(_metadata, FL_OPEN, &cnt);
+
+	ASSERT_EQ(0, lp_configure(self->fd, LP_FLAVOR_KREF_MUTEX));
+	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &h, NULL));
+	fl_hold(c, false, h);
+	fl_track(c, FL_ROOT, h);
+	ASSERT_EQ(0, lp_new(self->fd, h, &h, NULL));
+	fl_hold(c, false, h);
+	fl_track(c, FL_CHILD, h);
+	fl_sweep(_metadata, c, FL_GET, FL_GROW_QUICK, LP_MAX_HANDLES, &cnt);
+	fl_report(_metadata, m, "KREF_MUTEX", FL_GET, &cnt);
+	fl_expect_reached(_metadata, FL_GET, &cnt);
+	fl_sweep(_metadata, c, FL_LOOKUP, 1, LP_MAX_HANDLES, &cnt);
+	fl_report(_metadata, m, "KREF_MUTEX", FL_LOOKUP, &cnt);
+	fl_expect_reached(_metadata, FL_LOOKUP, &cnt);
+	fl_sweep(_metadata, c, FL_TRYGET, 1, LP_MAX_HANDLES, &cnt);
+	fl_report(_metadata, m, "KREF_MUTEX", FL_TRYGET, &cnt);
+	fl_expect_reached(_metadata, FL_TRYGET, &cnt);
+
+	while (c->nheld < FL_PAGE_FROM) {
+		ASSERT_EQ(0, lp_get(self->fd, c->handle[FL_ROOT], &h));
+		fl_hold(c, false, h);
+	}
+	fl_sweep(_metadata, c, FL_GET, FL_PAGE_TO - FL_PAGE_FROM,
+		 FL_PAGE_TO - FL_PAGE_FROM, &cnt);
+	fl_report(_metadata, m, "KREF_MUTEX", FL_GET, &cnt);
+	fl_expect_reached(_metadata, FL_GET, &cnt);
+	for (i = 0; i < FL_PAGE_FROM; i++) {
+		ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
+		fl_hold(c, true, h);
+	}
+	fl_sweep(_metadata, c, FL_TXN_START, FL_PAGE_TO - FL_PAGE_FROM,
+		 FL_PAGE_TO - FL_PAGE_FROM, &cnt);
+	fl_report(_metadata, m, "-", FL_TXN_START, &cnt);
+	fl_expect_reached(_metadata, FL_TXN_START, &cnt);
+	free(c);
+	/* close() puts and stops every handle. */
 }
 
 /* ---- module load/unload needs no open file: its own fixture ------------ */
