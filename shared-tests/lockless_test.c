@@ -3767,6 +3767,118 @@ TEST_F_TIMEOUT(txn, extend_never_over_grants, LP_SLOW_TIMEOUT)
 }
 
 /*
+ * TXN_STAT takes j_state_lock exclusive so that it never reads
+ * t_outstanding_credits between an EXTEND's add and its undo: jbd2's
+ * add_transaction_credits() runs under the shared lock. One handle holds
+ * LP_TXN_STAT_HELD credits; the other threads run RUN TXN_EXTEND loops
+ * asking one credit more than the rest of the limit, refused every time,
+ * so the true count never moves and a STAT that reads it with an EXTEND
+ * half done sees more. Under TCG a STAT seldom lands inside one EXTEND,
+ * so the reader counts the STATs that raced a loop (an extender was inside
+ * the same RUN call from before the STAT to after it) and reads on until
+ * LP_TXN_STAT_RACING of them did: each of those overlapped ~200 refused
+ * EXTENDs.
+ */
+#define LP_TXN_STAT_HELD	5
+#define LP_TXN_STAT_RACING	200
+/* A stuck extender must not hang the reader: at most this many reads. */
+#define LP_TXN_STAT_READS	20000
+
+struct txn_stat_race {
+	int fd;
+	__u32 ask;
+	int done;			/* __atomic: set by the reader */
+	unsigned int seq[64];		/* __atomic: odd inside a RUN call */
+	int nthreads;
+	unsigned long long reads, racing, wrong, granted, refused;
+	__u32 worst;
+	int err;
+};
+
+static void *txn_stat_thread(void *arg)
+{
+	struct lp_thread *t = arg;
+	struct txn_stat_race *sh = t->shared;
+	unsigned int before[64];
+	struct lp_txn_stat s;
+	struct lp_run run;
+	int i, ret;
+
+	if (t->index == 0) {
+		while (sh->racing < LP_TXN_STAT_RACING &&
+		       sh->reads < LP_TXN_STAT_READS) {
+			for (i = 1; i < sh->nthreads; i++)
+				before[i] = __atomic_load_n(&sh->seq[i],
+							    __ATOMIC_SEQ_CST);
+			ret = lp_txn_stat(sh->fd, &s);
+			if (ret) {
+				sh->err = ret;
+				break;
+			}
+			sh->reads++;
+			for (i = 1; i < sh->nthreads; i++)
+				if (before[i] % 2 &&
+				    __atomic_load_n(&sh->seq[i],
+						    __ATOMIC_SEQ_CST) == before[i])
+					break;
+			sh->racing += i < sh->nthreads;
+			if (s.credits != LP_TXN_STAT_HELD) {
+				sh->wrong++;
+				if (s.credits > sh->worst)
+					sh->worst = s.credits;
+			}
+		}
+		__atomic_store_n(&sh->done, 1, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	while (!__atomic_load_n(&sh->done, __ATOMIC_RELAXED)) {
+		__atomic_add_fetch(&sh->seq[t->index], 1, __ATOMIC_SEQ_CST);
+		ret = lp_run(sh->fd, LP_OP_TXN_EXTEND, 0, LP_RACE_CHUNK,
+			     sh->ask, &run);
+		__atomic_add_fetch(&sh->seq[t->index], 1, __ATOMIC_SEQ_CST);
+		if (ret) {
+			sh->err = ret;
+			break;
+		}
+		__atomic_add_fetch(&sh->granted, run.completed,
+				   __ATOMIC_RELAXED);
+		__atomic_add_fetch(&sh->refused, run.failed, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+TEST_F_TIMEOUT(txn, stat_never_sees_a_refused_extend_in_flight,
+	       LP_SLOW_TIMEOUT)
+{
+	struct txn_stat_race sh = {
+		.fd = self->fd,
+		.ask = LP_TXN_CREDITS_DEFAULT - LP_TXN_STAT_HELD + 1,
+	};
+	struct lp_txn_stat s;
+	__u32 h;
+
+	sh.nthreads = nr_cpus() + 1;
+	ASSERT_GE(64, sh.nthreads);
+	ASSERT_EQ(0, lp_txn_start_n(self->fd, LP_TXN_STAT_HELD, &h));
+	run_threads(sh.nthreads, txn_stat_thread, &sh);
+	EXPECT_EQ(0, sh.err) TH_LOG("first error: %s", strerror(-sh.err));
+	EXPECT_EQ(0, sh.wrong)
+		TH_LOG("%llu of %llu STATs saw an EXTEND half done (%u credits, %u held)",
+		       sh.wrong, sh.reads, sh.worst, LP_TXN_STAT_HELD);
+	EXPECT_LE(LP_TXN_STAT_RACING, sh.racing)
+		TH_LOG("%llu of %llu STATs raced the refused EXTENDs",
+		       sh.racing, sh.reads);
+	EXPECT_EQ(0, sh.granted);
+	EXPECT_LT(0, sh.refused);
+	TH_LOG("%llu STATs, %llu of them during a loop of refused EXTENDs (%llu refused)",
+	       sh.reads, sh.racing, sh.refused);
+	EXPECT_EQ(LP_TXN_STAT_HELD, lp_txn_stop(self->fd, h));
+	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(0, s.credits);
+	EXPECT_EQ(0, s.updates);
+}
+
+/*
  * START takes its credits as EXTEND does (jbd2's add_transaction_credits():
  * add, check, undo), and TXN_STAT reports what each adder found: the sum
  * before its own request, which alone never exceeds the limit.
@@ -4661,6 +4773,12 @@ static int fl_snapshot(struct fl_ctx *c, struct fl_snap *s)
 	return 0;
 }
 
+static void fl_eq(struct __test_metadata *_metadata, __u64 exp, __u64 got,
+		  const char *field, const char *what, unsigned int nth)
+{
+	EXPECT_EQ(exp, got) TH_LOG("%s, allocation %u: %s", what, nth, field);
+}
+
 /* @after is @before changed by @e (all zero: unchanged). */
 static void fl_expect(struct __test_metadata *_metadata,
 		      const struct fl_snap *b, const struct fl_snap *a,
@@ -4669,8 +4787,7 @@ static void fl_expect(struct __test_metadata *_metadata,
 {
 	unsigned int i;
 
-#define FL_EQ(exp, got) \
-	EXPECT_EQ((exp), (got)) TH_LOG("%s, allocation %u: %s", what, nth, #got)
+#define FL_EQ(exp, got) fl_eq(_metadata, (exp), (got), #got, what, nth)
 	FL_EQ(b->as.flavor, a->as.flavor);
 	FL_EQ(b->as.handles + e->handles, a->as.handles);
 	FL_EQ(b->as.live + e->live, a->as.live);
@@ -4886,22 +5003,22 @@ static void fl_effect_of(struct fl_ctx *c, enum fl_op op,
 	case FL_OPEN:
 		e->live_arenas = 1;
 		break;
-	case FL_NEW_CHILD:
-		e->refcount[FL_ROOT] = 1;
-		e->children[FL_ROOT] = 1;
-		/* fall through */
 	case FL_NEW_ROOT:
-		e->live = 1;
-		e->created = 1;
-		e->live_gadgets = 1;
-		/* fall through */
+	case FL_NEW_CHILD:
 	case FL_GET:
 	case FL_LOOKUP:
 	case FL_TRYGET:
 		e->handles = 1;
 		e->live_handles = 1;
-		if (op == FL_GET)
+		if (op == FL_NEW_ROOT || op == FL_NEW_CHILD) {
+			e->live = 1;
+			e->created = 1;
+			e->live_gadgets = 1;
+		}
+		/* A child holds its parent; GET's handle is the root's. */
+		if (op == FL_NEW_CHILD || op == FL_GET)
 			e->refcount[FL_ROOT] = 1;
+		e->children[FL_ROOT] = op == FL_NEW_CHILD;
 		if (op == FL_LOOKUP || op == FL_TRYGET)
 			e->refcount[FL_CHILD] = 1;
 		fl_hold(c, false, res->handle);
@@ -4983,9 +5100,15 @@ struct fl_count {
 };
 
 /*
- * Sweep one call of @op from the current state, @cur its snapshot: N = 1,
- * 2, ..., each alone and from N on. Return whether a call reached no N-th
- * allocation before FL_NTH_MAX; @cur is then the state it left.
+ * Sweep one call of @op from the current state, @cur its snapshot: first
+ * N = 1, 2, ... with every allocation from the N-th on failing, then
+ * N = 1, 2, ... with the N-th alone failing. A call that got around its
+ * failures is undone, but an undo cannot shrink a table that grew (a
+ * Rust KVec keeps its capacity): the first pass, in which only the
+ * failures at the end of the call can be got around, reaches every
+ * allocation the call makes from the state the walk came to. Return
+ * whether the last call reached no N-th allocation before FL_NTH_MAX;
+ * what it made is kept, and @cur is the state it left.
  */
 static bool fl_sweep_once(struct __test_metadata *_metadata,
 			  struct fl_ctx *c, enum fl_op op, struct fl_snap *cur,
@@ -5001,8 +5124,8 @@ static bool fl_sweep_once(struct __test_metadata *_metadata,
 	__u32 want;
 
 	cnt->calls++;
-	for (nth = 1; nth <= FL_NTH_MAX; nth++) {
-		for (persist = 0; persist < 2; persist++) {
+	for (persist = 1; persist >= 0; persist--) {
+		for (nth = 1; nth <= FL_NTH_MAX; nth++) {
 			want = fl_lowest_free(op == FL_TXN_START ?
 					      c->txn_held : c->held);
 			fl_call(c, op, nth, persist, &res);
@@ -5040,12 +5163,12 @@ static bool fl_sweep_once(struct __test_metadata *_metadata,
 					TH_LOG("%s, allocation %u: not the lowest free handle",
 					       fl_names[op], nth);
 			fl_effect_of(c, op, &res, &e);
-			if (!res.reached) {
+			if (!res.reached && (!persist || nth == 1)) {
 				/*
-				 * Fewer than N allocations: done, and an
-				 * ordinary call. Its effect is checked with
-				 * the next snapshot: a walk up a table
-				 * costs one ioctl a step.
+				 * Fewer than N allocations, none failed (or
+				 * none at all): an ordinary call, kept. Its
+				 * effect is checked with the next snapshot:
+				 * a walk up a table costs one ioctl a step.
 				 */
 				if (op == FL_OPEN)
 					close(res.fd);
@@ -5057,17 +5180,23 @@ static bool fl_sweep_once(struct __test_metadata *_metadata,
 				return false;
 			fl_expect(_metadata, cur, &after, &e, fl_names[op],
 				  nth);
-			cnt->around++;
+			cnt->around += res.reached;
 			if (fl_undo(c, op, &res) || fl_snapshot(c, cur)) {
 				EXPECT_TRUE(false)
 					TH_LOG("%s: undo failed", fl_names[op]);
 				return false;
 			}
+			if (!res.reached)
+				break;	/* the first pass is done */
+		}
+		if (nth > FL_NTH_MAX) {
+			EXPECT_TRUE(false)
+				TH_LOG("%s still allocating at %u",
+				       fl_names[op], FL_NTH_MAX);
+			return false;
 		}
 	}
-	EXPECT_TRUE(false) TH_LOG("%s still allocating at %u", fl_names[op],
-				  FL_NTH_MAX);
-	return false;
+	return false;	/* not reached: the second pass returns */
 }
 
 /*
@@ -5101,7 +5230,7 @@ static void fl_report(struct __test_metadata *_metadata, const char *module,
 		      const char *flavor, enum fl_op op,
 		      const struct fl_count *cnt)
 {
-	TH_LOG("%-13s %-15s %-11s %4u calls, %3u failed: %3u -ENOMEM, %3u got around; most %u a call",
+	TH_LOG("%-13s %-15s %-11s %4u calls, %3u failed: %3u -ENOMEM %3u around, most %u",
 	       module, flavor, fl_names[op], cnt->calls, cnt->reached,
 	       cnt->enomem, cnt->around, cnt->most);
 }
