@@ -20,6 +20,7 @@ help:
 	@echo "make fuzz SEED=N  replay one stream of the differential fuzz, printing every step"
 	@echo "make kcsan-control  KCSAN's negative control: a deliberate data race in each module, what KCSAN sees"
 	@echo "make mutants    apply each deliberate bug of shared-tests/mutants/, every one must be caught"
+	@echo "                (the litmus code check first, then a boot with the tests it names)"
 	@echo "make bench      instructions/op of every op (C, Rust, Rust with helpers inlined), and ns/op"
 	@echo "                at 1..N vCPUs, on perf kernels: tables, ratios, CSV, PNG"
 	@echo "make shell      boot the guest to a busybox shell with both .ko files and the test driver"

@@ -25,6 +25,14 @@
 # the other module's twins unrun; the judge's "ran for C/Rust only" lines
 # are that restriction, not a kill, and are ignored.
 #
+# Each mutant is judged as make check would, cheapest stage first: the
+# litmus code check (scripts/litmus_code.py on the copy, seconds: an
+# operation of a modelled function gone, added, reordered or given
+# another ordering), then the boot with its Tests: glob. The first stage
+# that fails kills it. "Tests: none" names a mutant that only the litmus
+# check can kill (an ordering x86 and TCG hide): no boot; it survives if
+# that check passes.
+#
 # First a baseline: the unmutated checkout, copied and booted the same
 # way, must pass (else every kill would be that failure, and the run
 # stops there). MUTANT_BASELINE=quick (default) boots it once with two
@@ -193,6 +201,10 @@ baseline() {
 	fresh_copy "$dir"
 	why=
 	build_and_judge "$dir" "$tests" || lp_die "baseline: the unmutated checkout $why"
+	if ! python3 "$dir/src/scripts/litmus_code.py" "$dir/src" >"$dir/litmus.out" 2>&1; then
+		sed 's/^/    /' "$dir/litmus.out" | grep -v '^    ok ' >&2
+		lp_die "baseline: the unmutated checkout fails the litmus code check (above): fix that first"
+	fi
 	if [ -n "$(killed_by "$dir")" ]; then
 		sed 's/^/    /' "$dir/judge.out" >&2
 		lp_die "baseline: the unmutated checkout fails TESTS=$tests (above, and $dir/): fix that first, no mutant can be judged against it"
@@ -227,6 +239,20 @@ run_mutant() {
 		why="the patch does not apply: $(tail -n1 "$dir/log")"
 		return
 	fi
+	# Stage 1, seconds: the litmus code check.
+	if ! python3 "$src/scripts/litmus_code.py" "$src" >"$dir/litmus.out" 2>&1; then
+		status=killed
+		why="litmus code check: $(grep -m1 '^FAIL' "$dir/litmus.out" | sed 's/^FAIL //' |
+			tr '\n|' ' /' | cut -c1-150)"
+		[ "$why" != "litmus code check: " ] || why="litmus code check: $(tail -n1 "$dir/litmus.out")"
+		return
+	fi
+	if [ "$tests" = none ]; then
+		status=SURVIVED
+		why="the litmus code check passed, and Tests: none boots nothing"
+		return
+	fi
+	# Stage 2: the driver tests of its Tests: glob.
 	if ! build_and_judge "$dir" "$tests"; then
 		why="the mutant $why"
 		return
@@ -253,7 +279,7 @@ main() {
 	case ${MUTANT_BASELINE:-quick} in
 	quick) baseline "$baseline_tests" ;;
 	full)
-		mapfile -t globs < <(for p in "${patches[@]}"; do tests_of "$p"; done | sort -u)
+		mapfile -t globs < <(for p in "${patches[@]}"; do tests_of "$p"; done | grep -vx none | sort -u)
 		for i in "${!globs[@]}"; do
 			baseline "${globs[$i]}" "baseline-$((i + 1))"
 		done
