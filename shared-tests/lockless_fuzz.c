@@ -7,7 +7,9 @@
  * A stream is a seeded sequence of steps. A step is one ioctl with its
  * argument as raw bytes (valid or not: stale, foreign and made-up
  * handles, ids of released gadgets, reserved fields set, unknown flavors
- * and ops, out-of-range values), an unmapped or read-only argument, an
+ * and ops, out-of-range values; in FZ_PAIR_PCT of the steps two bad
+ * fields at once, whose answer lockless_uapi.h's order of the errors
+ * fixes), an unmapped or read-only argument, an
  * unknown command, or one of three composite steps: fill a handle table
  * (GET or TXN_START until -ENOSPC), empty it again, and close and reopen
  * the file with its handles still held. Each step runs against /dev/lockless_c and
@@ -61,6 +63,8 @@
 #define FZ_SHRINK_REPLAYS	400
 /* Newest handles whose STAT goes into a step's snapshot. */
 #define FZ_SNAP_HANDLES		2
+/* Steps with two bad fields, in percent (others may have one or none). */
+#define FZ_PAIR_PCT		10
 /* Largest argument struct of the contract, rounded up. */
 #define FZ_ARG_MAX		96
 
@@ -488,6 +492,151 @@ static void fz_fill_script(struct fz_gen *g, struct fz_step *st)
 	st->cmd = fz_iocs[st->ioc].cmd;
 }
 
+/* A handle no table holds now (or, stale, one a later step got again). */
+static __u32 fz_bad_handle(struct fz_gen *g)
+{
+	unsigned int r = fz_below(&g->rng, 4);
+
+	if (r == 0 && g->nstale)
+		return g->stale[fz_below(&g->rng, g->nstale < 64 ?
+					     g->nstale : 64)];
+	switch (r) {
+	case 0:
+	case 1:
+		return 0xffffffffu;
+	case 2:
+		return LP_MAX_HANDLES + 1;
+	default:
+		return 1000 + fz_below(&g->rng, 1000);
+	}
+}
+
+/* An id no gadget has (0 is the newest only for RUN). */
+static __u64 fz_bad_id(struct fz_gen *g)
+{
+	if (fz_pct(&g->rng, 50))
+		return g->newest + 1 + fz_below(&g->rng, 3);
+	return fz_pct(&g->rng, 50) ? 0 : fz_next(&g->rng) | 1ull << 63;
+}
+
+/*
+ * Make field @which of an ioctl's argument bad: 0 the reserved field
+ * (every struct ends with it), 1 the pointer, then the ioctl's own.
+ * Returns how many fields the ioctl has (@which is taken modulo that).
+ */
+static unsigned int fz_bad_field(struct fz_gen *g, struct fz_step *st,
+				 unsigned int which)
+{
+	static const unsigned char nfields[FZ_NR_IOCS] = {
+		2, 4, 3, 3, 3, 4, 3, 3, 2, 4, 6, 4, 4, 3, 4, 3, 2, 0,
+	};
+	unsigned int n = nfields[st->ioc];
+	void *a = st->arg;
+	__u32 *u32 = a;
+
+	if (!n)
+		return 0;
+	which %= n;
+	if (which == 0) {
+		st->arg[fz_iocs[st->ioc].size - 1 - fz_below(&g->rng, 4)] =
+			1 + fz_below(&g->rng, 255);
+		return n;
+	}
+	if (which == 1) {
+		st->ptr = FZ_PTR_NULL + fz_below(&g->rng, 3);
+		return n;
+	}
+	switch (st->ioc * 8 + which) {
+	case 1 * 8 + 2:		/* CONFIGURE */
+		((struct lp_configure *)a)->flavor =
+			LP_FLAVOR_COUNT + fz_below(&g->rng, 3);
+		break;
+	case 1 * 8 + 3:
+		((struct lp_configure *)a)->max_gadgets =
+			LP_MAX_GADGETS + 1 + fz_below(&g->rng, 2);
+		break;
+	case 2 * 8 + 2:		/* NEW, GET, PUT, STAT: the handle */
+	case 3 * 8 + 2:
+	case 4 * 8 + 2:
+	case 5 * 8 + 2:		/* LOOKUP's parent */
+	case 7 * 8 + 2:
+		u32[0] = fz_bad_handle(g);
+		break;
+	case 5 * 8 + 3:
+		((struct lp_lookup *)a)->id = fz_bad_id(g);
+		break;
+	case 6 * 8 + 2:
+		((struct lp_tryget *)a)->id = fz_bad_id(g);
+		break;
+	case 9 * 8 + 2:		/* RMW: every op that is not one */
+		((struct lp_rmw *)a)->op = LP_OP_GET_PUT +
+			fz_below(&g->rng, LP_OP_COUNT - LP_OP_GET_PUT + 2);
+		if (fz_pct(&g->rng, 25))
+			((struct lp_rmw *)a)->op = fz_pct(&g->rng, 50) ?
+				LP_OP_RACY_INC : ~0u;
+		break;
+	case 9 * 8 + 3:
+		((struct lp_rmw *)a)->value = LP_RMW_VALUE_MAX + 1 +
+			fz_below(&g->rng, 2);
+		break;
+	case 10 * 8 + 2:	/* RUN */
+		((struct lp_run *)a)->op = fz_pct(&g->rng, 50) ?
+			LP_OP_RACY_INC : LP_OP_COUNT + fz_below(&g->rng, 64);
+		break;
+	case 10 * 8 + 3:
+		((struct lp_run *)a)->iterations = fz_pct(&g->rng, 50) ?
+			~0ull : LP_RUN_MAX_ITERATIONS + 1;
+		break;
+	case 10 * 8 + 4:	/* out of range for whatever op it is */
+		((struct lp_run *)a)->value = fz_pct(&g->rng, 25) ? 0 :
+			fz_pct(&g->rng, 50) ? 2 : LP_RMW_VALUE_MAX + 1;
+		break;
+	case 10 * 8 + 5:
+		((struct lp_run *)a)->handle = fz_bad_handle(g);
+		break;
+	case 11 * 8 + 2:	/* TXN_CONFIGURE */
+		((struct lp_txn_configure *)a)->flavor =
+			LP_TXN_FLAVOR_COUNT + fz_below(&g->rng, 2);
+		break;
+	case 11 * 8 + 3:
+		((struct lp_txn_configure *)a)->max_credits =
+			fz_pct(&g->rng, 50) ? 0 : LP_TXN_CREDITS_MAX + 1;
+		break;
+	case 12 * 8 + 2:	/* TXN_START: above the maximum, the limit */
+	case 12 * 8 + 3:
+		((struct lp_txn_start *)a)->nblocks = LP_TXN_CREDITS_MAX +
+			(which == 2);
+		break;
+	case 13 * 8 + 2:	/* TXN_STOP, TXN_EXTEND: the handle */
+	case 14 * 8 + 2:
+		u32[0] = fz_bad_handle(g);
+		break;
+	case 14 * 8 + 3:
+		((struct lp_txn_extend *)a)->nblocks =
+			fz_pct(&g->rng, 30) ? 0 : LP_TXN_CREDITS_MAX +
+			fz_below(&g->rng, 2);
+		break;
+	case 15 * 8 + 2:
+		((struct lp_txn_commit *)a)->timeout_ms =
+			LP_TXN_TIMEOUT_MAX_MS + 1;
+		break;
+	}
+	return n;
+}
+
+/*
+ * Two bad fields at once, on two different fields: both modules must
+ * answer the error lockless_uapi.h's precedence puts first.
+ */
+static void fz_bad_pair(struct fz_gen *g, struct fz_step *st)
+{
+	unsigned int n, k = fz_below(&g->rng, 8);
+
+	n = fz_bad_field(g, st, k);
+	if (n > 1)
+		fz_bad_field(g, st, k % n + 1 + fz_below(&g->rng, n - 1));
+}
+
 static void fz_generate(struct fz_gen *g, struct fz_step *st)
 {
 	unsigned int r = fz_below(&g->rng, 1000);
@@ -686,6 +835,8 @@ static void fz_generate(struct fz_gen *g, struct fz_step *st)
 			    sizeof(((struct lp_txn_stat *)a)->reserved));
 	}
 	st->cmd = fz_iocs[st->ioc].cmd;
+	if (fz_pct(&g->rng, FZ_PAIR_PCT))
+		fz_bad_pair(g, st);
 }
 
 static void fz_forget(__u32 *v, unsigned int *n, __u32 h)
