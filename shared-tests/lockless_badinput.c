@@ -9,7 +9,8 @@
  * value, credit count, timeout or limit out of range, a bad handle, an
  * unknown id, and the arena states that make an ioctl fail (a full
  * handle table, the gadget limit reached, a flavor without a child list,
- * a transaction handle running). Every entry runs alone and with every
+ * a transaction handle running, the transaction locked for commit by a
+ * COMMIT draining in another thread). Every entry runs alone and with every
  * other entry of the table on another field, against both modules side
  * by side, and each answer must be the errno lockless_uapi.h's
  * precedence rule predicts (of the errors that apply, the first its
@@ -52,6 +53,7 @@ enum {
 	BI_LOCKLESS	= 1 << 4,	/* LOCKLESS, not KREF_MUTEX */
 	BI_FULL		= 1 << 5,	/* gadget handle table full */
 	BI_TFULL	= 1 << 6,	/* transaction handle table full */
+	BI_LOCKED	= 1 << 7,	/* locked for commit (a COMMIT drains) */
 };
 
 #define BI_ROOT		1	/* handle and id of the root gadget */
@@ -285,6 +287,7 @@ static const struct bi_fault bi_txn_start[] = {
 	BI_U32("credits over the limit", ENOSPC,
 	       offsetof(struct lp_txn_start, nblocks), BI_OVER_LIMIT),
 	BI_STATE("table full", BI_ENOSPC_TABLE, BI_TFULL, 0),
+	BI_STATE("locked for commit", EAGAIN, BI_LOCKED, 0),
 	BI_END
 };
 
@@ -314,6 +317,7 @@ static const struct bi_fault bi_txn_extend[] = {
 	       offsetof(struct lp_txn_extend, handle), BI_CHILD),
 	BI_U32("handle never given", EBADF,
 	       offsetof(struct lp_txn_extend, handle), BI_NO_HANDLE),
+	BI_STATE("locked for commit", EAGAIN, BI_LOCKED, 0),
 	BI_END
 };
 
@@ -338,7 +342,7 @@ static const struct bi_fault bi_txn_stat[] = {
 #define BI_TABLE(n, cmd, size, faults, ...) \
 	{ n, cmd, size, { __VA_ARGS__, 0 }, faults }
 
-/* The Errors: lines of lockless_uapi.h, -ENOMEM and -EAGAIN aside. */
+/* The Errors: lines of lockless_uapi.h, -ENOMEM aside. */
 static const struct bi_table bi_tables[] = {
 	BI_TABLE("IDENTIFY", LP_IOC_IDENTIFY, sizeof(struct lp_identify), bi_identify,
 		 EFAULT, EINVAL, BI_RO),
@@ -484,9 +488,22 @@ struct bi_snap {
 	__u64 rmw;
 };
 
+/*
+ * An arena. One locked for commit has a thread per side in a COMMIT that
+ * drains, for as long as a handle runs: bi_unlock() stops them.
+ */
 struct bi_file {
 	unsigned int state;
 	int fd[2];
+	bool locked;
+	pthread_t committer[2];
+	int commit_ret[2];
+};
+
+/* How a committer thread finds its side of the file. */
+struct bi_commit_arg {
+	struct bi_file *f;
+	int k;
 };
 
 struct bi_run {
@@ -496,6 +513,7 @@ struct bi_run {
 	void *ro;		/* a page, read-only while a call runs */
 	unsigned int cases, pairs, skipped, bad;
 	double fill_s;
+	struct bi_commit_arg commit_args[BI_MAX_FILES][2];
 };
 
 static void bi_snapshot(int fd, struct bi_snap *s)
@@ -581,6 +599,74 @@ static int bi_build(int fd, unsigned int state)
 	return ret;
 }
 
+static void *bi_committer(void *arg)
+{
+	struct bi_commit_arg *a = arg;
+	struct lp_txn_commit c = { .timeout_ms = LP_TXN_TIMEOUT_MAX_MS };
+
+	a->f->commit_ret[a->k] = lp_call(a->f->fd[a->k], LP_IOC_TXN_COMMIT, &c);
+	return NULL;
+}
+
+/*
+ * Lock a built arena for commit: a COMMIT in another thread, which waits
+ * for the handles running (BI_TXN, or a full table of them) to stop.
+ */
+static int bi_lock(struct bi_run *r, struct bi_file *f)
+{
+	struct bi_commit_arg *a = r->commit_args[f - r->files];
+	struct lp_txn_stat ts;
+	int k, i;
+
+	for (k = 0; k < 2; k++) {
+		a[k].f = f;
+		a[k].k = k;
+		if (pthread_create(&f->committer[k], NULL, bi_committer, &a[k]))
+			return -EAGAIN;
+		f->locked = true;
+		for (i = 0; i < 10000; i++) {
+			memset(&ts, 0, sizeof(ts));
+			if (lp_call(f->fd[k], LP_IOC_TXN_STAT, &ts))
+				return -EIO;
+			if (ts.state == LP_TXN_LOCKED_FOR_COMMIT)
+				break;
+			usleep(1000);
+		}
+		if (ts.state != LP_TXN_LOCKED_FOR_COMMIT)
+			return -ETIMEDOUT;
+	}
+	return 0;
+}
+
+/*
+ * Let the COMMITs of a locked arena end: stop its running handles, so the
+ * drains see t_updates reach zero. The arena is no longer of its state.
+ */
+static void bi_unlock(struct bi_run *r, struct bi_file *f)
+{
+	struct __test_metadata *_metadata = r->meta;
+	struct lp_txn_stop st;
+	__u32 h, last;
+	int k;
+
+	if (!f->locked)
+		return;
+	last = f->state & BI_TFULL ? LP_MAX_HANDLES : BI_TXN;
+	for (k = 0; k < 2; k++) {
+		for (h = 1; h <= last; h++) {
+			memset(&st, 0, sizeof(st));
+			st.handle = h;
+			lp_call(f->fd[k], LP_IOC_TXN_STOP, &st);
+		}
+		pthread_join(f->committer[k], NULL);
+		EXPECT_EQ(0, f->commit_ret[k])
+			TH_LOG("%s: the COMMIT that held the arena locked",
+			       k ? "Rust" : "C");
+	}
+	f->locked = false;
+	f->state = ~0u;
+}
+
 /* The file of @state, built on first use; NULL if it cannot be. */
 static struct bi_file *bi_file(struct bi_run *r, unsigned int state)
 {
@@ -606,6 +692,10 @@ static struct bi_file *bi_file(struct bi_run *r, unsigned int state)
 			       paths[k], state);
 			r->bad++;
 		}
+	}
+	if ((state & BI_LOCKED) && bi_lock(r, f)) {
+		TH_LOG("cannot lock the arena of state %#x for commit", state);
+		r->bad++;
 	}
 	for (k = 0; k < 2; k++)
 		bi_snapshot(f->fd[k], &snap[k]);
@@ -685,6 +775,9 @@ static bool bi_case(struct bi_run *r, const struct bi_call *base,
 	if (((state & BI_FRESH) && state != BI_FRESH) ||
 	    ((state & BI_NOKIDS) && (state & BI_LOCKLESS)))
 		return false;
+	/* A COMMIT drains only while a handle runs. */
+	if ((state & BI_LOCKED) && !(state & BI_TFULL))
+		state |= BI_TXNRUN;
 	f = bi_file(r, state);
 	if (!f)
 		return false;
@@ -780,10 +873,12 @@ FIXTURE_TEARDOWN(badinput)
 	unsigned int i;
 	int k;
 
-	for (i = 0; i < self->r.nfiles; i++)
+	for (i = 0; i < self->r.nfiles; i++) {
+		bi_unlock(&self->r, &self->r.files[i]);
 		for (k = 0; k < 2; k++)
 			if (self->r.files[i].fd[k] >= 0)
 				close(self->r.files[i].fd[k]);
+	}
 	munmap(self->r.ro, sysconf(_SC_PAGESIZE));
 	expect_module_clean(_metadata, LP_DEV_C);
 	expect_module_clean(_metadata, LP_DEV_RUST);
@@ -827,6 +922,8 @@ TEST_F_TIMEOUT(badinput, pairs_answer_the_first_listed_errno, 120)
 		bi_base(&c, ti, 0, ops);
 		bi_table_run(&self->r, &c);
 	}
+	for (ti = 0; ti < self->r.nfiles; ti++)
+		bi_unlock(&self->r, &self->r.files[ti]);
 	EXPECT_EQ(0, self->r.bad);
 	TH_LOG("%u calls (%u pairs, %u pairs no arena makes), %u arenas",
 	       self->r.cases, self->r.pairs, self->r.skipped, self->r.nfiles);

@@ -149,10 +149,11 @@ struct fz_ioc {
 #define FZ_NR_IOCS	18
 
 /*
- * From lockless_uapi.h's "Errors:" lines. Not promised: -ENOMEM (no
- * failure injection here), -EOPNOTSUPP for a flavor or op a module lacks
- * (both implement all), -EAGAIN (only while another thread's COMMIT
- * drains; the shared_arena mode and the txn tests reach it).
+ * From lockless_uapi.h's "Errors:" lines. Not promised: -ENOMEM (only
+ * the failing mode injects failures, and counts them itself),
+ * -EOPNOTSUPP for a flavor or op a module lacks (both implement all),
+ * -EAGAIN (only while another thread's COMMIT drains; the shared_arena
+ * mode, the txn tests and badinput reach it).
  */
 static const struct fz_ioc fz_iocs[FZ_NR_IOCS] = {
 	{ "IDENTIFY", LP_IOC_IDENTIFY, sizeof(struct lp_identify),
