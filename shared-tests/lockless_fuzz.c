@@ -1286,6 +1286,9 @@ static bool fz_exec_failing(struct fz_run *r, const struct fz_step *st,
 				 (unsigned long long)r->after.live[1]);
 			return false;
 		}
+		if (r->verbose)
+			printf("# step %d: %s: -ENOMEM (fail-nth %u), no change; again without\n",
+			       i, names[k], st->nth);
 		ret[k] = fz_exec(&r->side[k], sts[k], out[k]);
 	}
 	return true;
