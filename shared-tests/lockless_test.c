@@ -5540,5 +5540,6 @@ TEST_F(mod, unload_and_reload_twice)
 /* ---- differential fuzzing: C and Rust in lockstep ---------------------- */
 
 #include "lockless_fuzz.c"
+#include "lockless_badinput.c"
 
 TEST_HARNESS_MAIN

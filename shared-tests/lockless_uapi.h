@@ -56,6 +56,22 @@
  *   -ETIMEDOUT   COMMIT's drain did not end within its timeout
  *   -ENOMEM      allocation failure
  *
+ * When several errors apply, both modules answer the same one: each
+ * ioctl checks its errors in the order its "Errors:" line lists them and
+ * answers the first that applies. -EFAULT comes first, the copy-in of
+ * the argument: nothing is checked in an argument that cannot be read.
+ * An argument that can be read but not written fails with the later
+ * -EFAULT its line calls "(read-only)": after the checks of the
+ * argument's own fields for the ioctls that cannot be undone (they write
+ * it back before they act), last for the others (the copy-out of the
+ * answer); CONFIGURE and TXN_CONFIGURE write nothing back, a read-only
+ * argument is no error for them. -ENOMEM has no fixed place: an
+ * allocation may fail wherever the ioctl allocates, after the checks of
+ * the argument's fields, so it may come before an error listed after it
+ * (a NEW that cannot allocate its gadget answers -ENOMEM even in an
+ * arena whose handle table is full). Conditions that share an errno
+ * (a reserved field and an unknown op, both -EINVAL) need no order.
+ *
  * There is no -EINTR: RUN stops early, and COMMIT stops waiting (for the
  * COMMIT before it or for its drain), only on a fatal signal, and a task
  * with a fatal signal never returns to userspace to read an errno.
@@ -78,7 +94,8 @@
  * limit is refused before it is added; COMMIT's waits are killable and a
  * drain whose sleep ran out checks t_updates once more (a COMMIT that
  * answered -ETIMEDOUT may now succeed); the flavor LP_TXN_LOCKED is named
- * LP_TXN_HANDLE_LOCK.
+ * LP_TXN_HANDLE_LOCK. Stated since, compatibly: the order of the errors
+ * when several apply (what both modules already did).
  */
 #ifndef _UAPI_LOCKLESS_PARITY_H
 #define _UAPI_LOCKLESS_PARITY_H
@@ -222,7 +239,8 @@ enum lp_op {
 	 * relaxed Atomic load and store), a race condition (updates are lost)
 	 * but no data race. Only a module loaded with racy_control=1 runs it
 	 * (and sets its bit in lp_identify.ops); any other answers
-	 * -EOPNOTSUPP; a value above 1 is -EINVAL. The RUN's @delta reports
+	 * -EOPNOTSUPP, whatever the value; one that runs it answers
+	 * -EINVAL for a value above 1. The RUN's @delta reports
 	 * the counter after the loop; no test of make check runs it.
 	 */
 	LP_OP_RACY_INC			= 63,
@@ -301,7 +319,7 @@ enum lp_txn_state {
  * is not: a leak that kmemleak may miss (stale pointers keep it quiet)
  * still fails the run.
  *
- * Errors: -EFAULT, -EINVAL.
+ * Errors: -EFAULT, -EINVAL, -EFAULT (read-only).
  */
 struct lp_identify {
 	char name[LP_NAME_LEN];
@@ -345,8 +363,9 @@ struct lp_configure {
  * with a child list, sits on the parent's list as a weak reference. The
  * first NEW that succeeds fixes the arena's flavor. A NEW that fails
  * creates nothing, but may have used up an id (ids are never reused).
- * Errors: -EFAULT, -EINVAL, -EBADF (parent), -EDQUOT, -ENOSPC, -ENOMEM,
- * in that order when several apply.
+ * Errors: -EFAULT, -EINVAL, -EBADF (parent), -EDQUOT, -ENOSPC, -EFAULT
+ * (read-only); -ENOMEM (the gadget's allocation comes before -ENOSPC's
+ * check, the handle's with it).
  */
 struct lp_new {
 	__u32 parent;
@@ -361,7 +380,8 @@ struct lp_new {
  * @new_handle: out: a new handle to the same gadget
  * @reserved: must be zero
  *
- * Errors: -EFAULT, -EINVAL, -EBADF, -ENOSPC, -ENOMEM.
+ * Errors: -EFAULT, -EINVAL, -EBADF, -ENOSPC, -EFAULT (read-only);
+ * -ENOMEM.
  */
 struct lp_get {
 	__u32 handle;
@@ -376,7 +396,7 @@ struct lp_get {
  *            cascade: the gadget, its parent, ...)
  * @reserved: must be zero
  *
- * Errors: -EFAULT, -EINVAL, -EBADF.
+ * Errors: -EFAULT, -EINVAL, -EFAULT (read-only), -EBADF.
  */
 struct lp_put {
 	__u32 handle;
@@ -391,8 +411,9 @@ struct lp_put {
  * @id: in: id of the child
  * @reserved: must be zero
  *
- * Errors: -EFAULT, -EINVAL, -EBADF (parent), -ENOENT (no such live child),
- * -EOPNOTSUPP (LOCKED and LOCKLESS keep no child list), -ENOSPC, -ENOMEM.
+ * Errors: -EFAULT, -EINVAL, -EBADF (parent), -EOPNOTSUPP (LOCKED and
+ * LOCKLESS keep no child list), -ENOENT (no such live child), -ENOSPC,
+ * -EFAULT (read-only); -ENOMEM.
  */
 struct lp_lookup {
 	__u32 parent;
@@ -408,7 +429,7 @@ struct lp_lookup {
  * @reserved: must be zero
  *
  * Errors: -EFAULT, -EINVAL, -ENOENT (no such gadget, or its count already
- * reached zero), -ENOSPC, -ENOMEM.
+ * reached zero), -ENOSPC, -EFAULT (read-only); -ENOMEM.
  */
 struct lp_tryget {
 	__u64 id;
@@ -426,7 +447,7 @@ struct lp_tryget {
  * @children: out: live children (each holds a reference to this gadget)
  * @reserved: must be zero
  *
- * Errors: -EFAULT, -EINVAL, -EBADF.
+ * Errors: -EFAULT, -EINVAL, -EBADF, -EFAULT (read-only).
  */
 struct lp_stat {
 	__u32 handle;
@@ -446,7 +467,7 @@ struct lp_stat {
  * @freed: out: gadgets ever freed in this arena
  * @reserved: must be zero
  *
- * Errors: -EFAULT, -EINVAL.
+ * Errors: -EFAULT, -EINVAL, -EFAULT (read-only).
  */
 struct lp_arena_stat {
 	__u32 flavor;
@@ -467,7 +488,8 @@ struct lp_arena_stat {
  * @reserved: must be zero
  *
  * Errors: -EFAULT, -EINVAL (reserved, unknown or RUN-only op, value above
- * LP_RMW_VALUE_MAX), -EOPNOTSUPP (op not implemented by this module).
+ * LP_RMW_VALUE_MAX, whatever the op), -EFAULT (read-only), -EOPNOTSUPP
+ * (op not implemented by this module).
  */
 struct lp_rmw {
 	__u64 value;
@@ -521,10 +543,14 @@ struct lp_rmw {
  * The loop runs in the caller's context; every LP_RUN_CHECK_EVERY
  * iterations it calls cond_resched() and stops early on a fatal signal
  * (the task is dying; it never sees the result).
- * Errors: -EFAULT, -EINVAL (reserved, unknown op, RMW operand above
+ * Errors: -EFAULT, -EINVAL (reserved), -EOPNOTSUPP (RACY_INC in a module
+ * loaded without racy_control), -EINVAL (unknown op, RMW operand above
  * LP_RMW_VALUE_MAX, TXN_EXTEND value 0 or above LP_TXN_CREDITS_MAX,
- * TXN_START_STOP value above LP_TXN_CREDITS_MAX),
- * -EBADF, -EOPNOTSUPP, -E2BIG, -ENOMEM, and NEW_PUT's -EDQUOT.
+ * TXN_START_STOP value above LP_TXN_CREDITS_MAX, RACY_INC value above 1),
+ * -E2BIG, -EFAULT (read-only), -EBADF (GET_PUT, GET_PUT_REFCOUNT,
+ * LOOKUP_PUT, NEW_PUT), -EOPNOTSUPP (LOOKUP_PUT or GET_PUT_REFCOUNT in a
+ * flavor without it), then the loop's own: NEW_PUT's -EDQUOT and -ENOMEM
+ * (the iterations before the failing one stand).
  */
 struct lp_run {
 	__u32 op;
@@ -580,8 +606,10 @@ struct lp_txn_configure {
  * gadget ioctls answer -EBADF for it and the TXN ones for a gadget's);
  * close() stops every handle still running.
  * Errors: -EFAULT, -EINVAL (reserved, @nblocks above
- * LP_TXN_CREDITS_MAX), -EAGAIN (locked for commit), -ENOSPC (handle
- * table full, or the credits would exceed the limit), -ENOMEM.
+ * LP_TXN_CREDITS_MAX), -ENOSPC (handle table full), -EAGAIN (locked for
+ * commit), -ENOSPC (the credits would exceed the limit), -EFAULT
+ * (read-only); -ENOMEM (the handle's allocation comes before -EAGAIN's
+ * check).
  */
 struct lp_txn_start {
 	__u64 tid;
@@ -600,7 +628,7 @@ struct lp_txn_start {
  * atomic_dec_and_test(t_updates) and, on zero, wakes the committer with
  * no lock held (both flavors: jbd2 took no lock here before the patch
  * either).
- * Errors: -EFAULT, -EINVAL, -EBADF.
+ * Errors: -EFAULT, -EINVAL, -EFAULT (read-only), -EBADF.
  */
 struct lp_txn_stop {
 	__u32 handle;
@@ -620,8 +648,9 @@ struct lp_txn_stop {
  * jbd2_journal_extend(). On -ENOSPC and -EAGAIN nothing was granted. A
  * request above max_credits is refused before it is added; a sum that
  * wraps below zero is refused as over the limit.
- * Errors: -EFAULT, -EINVAL, -EBADF, -EAGAIN (locked for commit), -ENOSPC
- * (the credits granted would exceed max_credits).
+ * Errors: -EFAULT, -EINVAL (reserved, @nblocks 0 or above
+ * LP_TXN_CREDITS_MAX), -EFAULT (read-only), -EBADF, -EAGAIN (locked for
+ * commit), -ENOSPC (the credits granted would exceed max_credits).
  */
 struct lp_txn_extend {
 	__u32 handle;
@@ -657,7 +686,7 @@ struct lp_txn_extend {
  * unchanged, nothing committed), with -EINTR, which the dying task never
  * sees. Cannot be undone: the argument is written back first, as PUT's is.
  * Errors: -EFAULT, -EINVAL (reserved, timeout above the maximum),
- * -ETIMEDOUT.
+ * -EFAULT (read-only), -ETIMEDOUT.
  */
 struct lp_txn_commit {
 	__u32 timeout_ms;
@@ -695,7 +724,7 @@ struct lp_txn_commit {
  *
  * @overshoots and @credits_hwm count from the last TXN_CONFIGURE (from
  * open() if none): they keep counting across COMMITs.
- * Errors: -EFAULT, -EINVAL.
+ * Errors: -EFAULT, -EINVAL, -EFAULT (read-only).
  */
 struct lp_txn_stat {
 	__u32 flavor;
