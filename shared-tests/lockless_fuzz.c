@@ -1673,42 +1673,6 @@ static void *fz_shared_thread(void *arg)
 	return NULL;
 }
 
-static int fz_write_file(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	int ret;
-
-	if (fd < 0)
-		return -errno;
-	ret = write(fd, s, strlen(s)) < 0 ? -errno : 0;
-	close(fd);
-	return ret;
-}
-
-/*
- * Fail sleeping allocations too, page allocations of any order (a Rust
- * handle table past 512 slots comes from the page allocator), quietly.
- */
-static int fz_failing_setup(void)
-{
-	static const char * const knobs[][2] = {
-		{ "/sys/kernel/debug/failslab/ignore-gfp-wait", "N" },
-		{ "/sys/kernel/debug/failslab/verbose", "0" },
-		{ "/sys/kernel/debug/fail_page_alloc/ignore-gfp-wait", "N" },
-		{ "/sys/kernel/debug/fail_page_alloc/min-order", "0" },
-		{ "/sys/kernel/debug/fail_page_alloc/verbose", "0" },
-	};
-	unsigned int i;
-	int ret;
-
-	for (i = 0; i < ARRAY_SIZE(knobs); i++) {
-		ret = fz_write_file(knobs[i][0], knobs[i][1]);
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
 /* Per ioctl and module: faults injected, answered -ENOMEM, got around. */
 static void fz_print_fails(struct __test_metadata *_metadata,
 			   struct fz_fail_count fails[2][FZ_NR_IOCS])
@@ -1764,7 +1728,7 @@ TEST_F_TIMEOUT(fuzz, streams, FZ_TIMEOUT)
 		ASSERT_NE(NULL, r);
 		r->verbose = replay && *replay;
 		if (variant->mode == 3) {
-			ASSERT_EQ(0, fz_failing_setup())
+			ASSERT_EQ(0, fl_setup())
 				TH_LOG("needs FAILSLAB, FAIL_PAGE_ALLOC, debugfs");
 			r->failing = true;
 			r->side[0].failfd = open("/proc/thread-self/fail-nth",

@@ -4562,9 +4562,10 @@ TEST_F(txn, run_loops_complete_and_give_everything_back)
  * themselves), and the handle numbers: a call that succeeds must get the
  * lowest free number, which a slot leaked by an earlier failure would
  * take away. After a call that got around its failure, the sweep undoes it
- * (PUT, TXN_STOP, close) and goes on with N + 1 from the same state; after
- * the call that reached no N-th allocation, it keeps what the call made,
- * so that successive calls walk the tables up past their growth points.
+ * (PUT, TXN_STOP, close) and goes on with N + 1 (fl_sweep_once() says in
+ * which order); after the call that reached no N-th allocation, it keeps
+ * what the call made, so that successive calls walk the tables up past
+ * their growth points.
  */
 static int write_file(const char *path, const char *s)
 {
@@ -4581,7 +4582,7 @@ static int write_file(const char *path, const char *s)
 /*
  * Fail sleeping and page allocations too, of any order, and quietly; and
  * every allocation of a task whose make-it-fail is set (only the sweep's
- * own thread, for the length of one call).
+ * own thread, for the length of one call). fuzz.failing uses it too.
  */
 static int fl_setup(void)
 {
