@@ -73,7 +73,7 @@
 /* Failing mode: steps with a fail-nth, in percent. */
 #define FZ_FAIL_PCT		50
 /* Failing mode: streams per run (quick / full), of FZ_STEPS_* steps. */
-#define FZ_FAIL_STREAMS_QUICK	40
+#define FZ_FAIL_STREAMS_QUICK	20
 #define FZ_FAIL_STREAMS_FULL	200
 /* Failing mode: the STATs of this many handles at most in a snapshot. */
 #define FZ_SNAP_MAX		256

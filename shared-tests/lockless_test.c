@@ -49,8 +49,9 @@
  * environment (make check: quick, make soak: full):
  *
  *   chain_depth   the deep chain released by one put, without recursion
- *                 (4,000 is already far more than recursion survives on
- *                 a 16 KiB kernel stack: 4 bytes a level would fill it)
+ *                 (2,000 is already far more than recursion survives on
+ *                 a 16 KiB kernel stack: 8 bytes a level would fill it,
+ *                 and a call's frame is more than its return address)
  *   race_puts     in-kernel racing final puts per flavor and module and
  *                 round (RUN NEW_PUT against RUN LOOKUP_PUT/TRYGET_PUT),
  *                 ~1,000 per second under TCG; another round runs, up to
@@ -79,7 +80,7 @@ struct lp_sizes {
 };
 
 static const struct lp_sizes lp_presets[] = {
-	{ "quick", 4000, 6000, 1000, 300, 20000, 50000, 300 },
+	{ "quick", 2000, 4000, 1000, 300, 20000, 50000, 300 },
 	{ "full", 100000, 100000, 3000, 1000, 50000, 100000, 3000 },
 };
 
@@ -3780,7 +3781,7 @@ TEST_F_TIMEOUT(txn, extend_never_over_grants, LP_SLOW_TIMEOUT)
  * EXTENDs.
  */
 #define LP_TXN_STAT_HELD	5
-#define LP_TXN_STAT_RACING	200
+#define LP_TXN_STAT_RACING	120
 /* A stuck extender must not hang the reader: at most this many reads. */
 #define LP_TXN_STAT_READS	20000
 
@@ -4371,7 +4372,7 @@ TEST_F_TIMEOUT(txn, ioctl_extends_overshoot_only_in_txn_atomic,
  * granted, and the transaction is left with no credits.
  */
 #define LP_TXN_STOP_ROUNDS	1000
-#define LP_TXN_STOP_S		1.5
+#define LP_TXN_STOP_S		1.0
 #define LP_TXN_STOP_AFTER	4	/* grants a round waits for, at most */
 /* Far more than a round grants, and soon reached if a STOP fails. */
 #define LP_TXN_STOP_LIMIT	65536
