@@ -13,7 +13,8 @@ S := scripts
 
 help:
 	@echo "make demo       boot the guest, load both modules, print their answers side by side"
-	@echo "make check      build everything needed, run all tests in QEMU, lint; ends 'N passed, N failed'"
+	@echo "make check      build everything needed, run all tests in QEMU (the kernel's KUnit suites too),"
+	@echo "                lint and litmus; ends 'N passed, N failed'"
 	@echo "                TESTS=GLOB: only the matching driver tests, against both modules"
 	@echo "make soak       make check with the full sizes (PRESET=full: 10^5 racing puts, 10^5-deep chains),"
 	@echo "                on the KCSAN kernel, then on the debug (KASAN) kernel"
@@ -24,14 +25,20 @@ help:
 	@echo "make bench      instructions/op of every op (C, Rust, Rust with helpers inlined), and ns/op"
 	@echo "                at 1..N vCPUs, on perf kernels: tables, ratios, CSV, PNG"
 	@echo "make shell      boot the guest to a busybox shell with both .ko files and the test driver"
-	@echo "make lint       checkpatch --strict, rustfmt --check, clippy"
-	@echo "make litmus     check the article's ordering claims with herd7 and the kernel's memory model"
+	@echo "make lint       checkpatch --strict, sparse (C=2), rustfmt --check, clippy"
+	@echo "make litmus     check the article's ordering claims with herd7 and the kernel's memory model,"
+	@echo "                and each litmus test's Code: section against the modules (litmus_code.py)"
 	@echo "make toolchain  create/verify the Debian toolchain root (mmdebstrap)"
 	@echo "make kernel     build the debug guest kernel (KASAN, lockdep, kmemleak, Rust)"
 	@echo "make modules    build lockless_c.ko and lockless_rust.ko"
 	@echo "make guest      build the initramfs (modules, driver, /init)"
 	@echo "make clean      remove project build outputs (build/, module objects)"
 	@echo "make distclean  clean, and remove the cache (toolchain root, kernel trees)"
+	@echo ""
+	@echo "Variables (README.md says more): TESTS=GLOB, PRESET=quick|full, SEED=N (make fuzz),"
+	@echo "  RACE_PUTS=N, CHAIN_DEPTH=N, FUZZ_STREAMS=N, FUZZ_STEPS=N, LP_CACHE=DIR (toolchain root"
+	@echo "  and kernels), KDIR=DIR (your own kernel tree), ACCEL=kvm, TIMEOUT=S, SMP=N, MEM=SIZE,"
+	@echo "  JOBS=N, BENCH_QUICK=1, MUTANT_BASELINE=quick|full|none, MUTANT_TIMEOUT=S"
 
 check:
 	@$(S)/check.sh
