@@ -4881,7 +4881,7 @@ static void fl_call(struct fl_ctx *c, enum fl_op op, unsigned int nth,
 		if (ff < 0 || mf < 0 || write(ff, buf, strlen(buf)) < 0 ||
 		    (persist && write(mf, "1", 1) < 0)) {
 			res->ret = -1000;
-			goto out;
+			goto disarm;
 		}
 	}
 	switch (op) {
@@ -4985,6 +4985,13 @@ static void fl_call(struct fl_ctx *c, enum fl_op op, unsigned int nth,
 	buf[n > 0 ? n : 0] = 0;
 	res->reached = n > 0 && atoi(buf) == 0;
 	if (write(ff, "0", 1) < 0)
+		res->ret = -1000;
+	goto out;
+disarm:
+	/* Half armed: nothing else of this thread's may fail. */
+	if (mf >= 0 && write(mf, "0", 1) < 0)
+		res->ret = -1000;
+	if (ff >= 0 && write(ff, "0", 1) < 0)
 		res->ret = -1000;
 out:
 	if (ff >= 0)
