@@ -3781,7 +3781,7 @@ TEST_F_TIMEOUT(txn, extend_never_over_grants, LP_SLOW_TIMEOUT)
  * EXTENDs.
  */
 #define LP_TXN_STAT_HELD	5
-#define LP_TXN_STAT_RACING	120
+#define LP_TXN_STAT_RACING	200
 /* A stuck extender must not hang the reader: at most this many reads. */
 #define LP_TXN_STAT_READS	20000
 
