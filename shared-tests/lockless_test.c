@@ -3671,13 +3671,31 @@ struct txn_extend_race {
 	int err;
 };
 
+/*
+ * One RUN of LP_RACE_CHUNK TXN_EXTENDs of @nblocks, its grants and
+ * refusals added to the race's counts. Return: 0 or the RUN's -errno.
+ */
+static int txn_extend_chunk(int fd, __u32 nblocks,
+			    unsigned long long *granted,
+			    unsigned long long *refused)
+{
+	struct lp_run run;
+	int ret = lp_run(fd, LP_OP_TXN_EXTEND, 0, LP_RACE_CHUNK, nblocks,
+			 &run);
+
+	if (ret)
+		return ret;
+	__atomic_add_fetch(granted, run.completed, __ATOMIC_RELAXED);
+	__atomic_add_fetch(refused, run.failed, __ATOMIC_RELAXED);
+	return 0;
+}
+
 static void *txn_extend_thread(void *arg)
 {
 	struct lp_thread *t = arg;
 	struct txn_extend_race *sh = t->shared;
 	struct lp_txn_commit c;
 	struct lp_txn_stat s;
-	struct lp_run run;
 	unsigned long long i;
 	int ret;
 
@@ -3710,15 +3728,12 @@ static void *txn_extend_thread(void *arg)
 		return NULL;
 	}
 	while (!__atomic_load_n(&sh->done, __ATOMIC_RELAXED)) {
-		ret = lp_run(sh->fd, LP_OP_TXN_EXTEND, 0, LP_RACE_CHUNK,
-			     sh->nblocks, &run);
+		ret = txn_extend_chunk(sh->fd, sh->nblocks, &sh->granted,
+				       &sh->refused);
 		if (ret) {
 			sh->err = ret;
 			break;
 		}
-		__atomic_add_fetch(&sh->granted, run.completed,
-				   __ATOMIC_RELAXED);
-		__atomic_add_fetch(&sh->refused, run.failed, __ATOMIC_RELAXED);
 	}
 	return NULL;
 }
@@ -3802,7 +3817,6 @@ static void *txn_stat_thread(void *arg)
 	struct txn_stat_race *sh = t->shared;
 	unsigned int before[64];
 	struct lp_txn_stat s;
-	struct lp_run run;
 	int i, ret;
 
 	if (t->index == 0) {
@@ -3834,16 +3848,13 @@ static void *txn_stat_thread(void *arg)
 	}
 	while (!__atomic_load_n(&sh->done, __ATOMIC_RELAXED)) {
 		__atomic_add_fetch(&sh->seq[t->index], 1, __ATOMIC_SEQ_CST);
-		ret = lp_run(sh->fd, LP_OP_TXN_EXTEND, 0, LP_RACE_CHUNK,
-			     sh->ask, &run);
+		ret = txn_extend_chunk(sh->fd, sh->ask, &sh->granted,
+				       &sh->refused);
 		__atomic_add_fetch(&sh->seq[t->index], 1, __ATOMIC_SEQ_CST);
 		if (ret) {
 			sh->err = ret;
 			break;
 		}
-		__atomic_add_fetch(&sh->granted, run.completed,
-				   __ATOMIC_RELAXED);
-		__atomic_add_fetch(&sh->refused, run.failed, __ATOMIC_RELAXED);
 	}
 	return NULL;
 }
