@@ -243,7 +243,7 @@ run_mutant() {
 	if ! python3 "$src/scripts/litmus_code.py" "$src" >"$dir/litmus.out" 2>&1; then
 		status=killed
 		why="litmus code check: $(grep -m1 '^FAIL' "$dir/litmus.out" | sed 's/^FAIL //' |
-			tr '\n|' ' /' | cut -c1-150)"
+			tr '\r\n|' '  /' | cut -c1-150)"
 		[ "$why" != "litmus code check: " ] || why="litmus code check: $(tail -n1 "$dir/litmus.out")"
 		return
 	fi
@@ -257,8 +257,9 @@ run_mutant() {
 		why="the mutant $why"
 		return
 	fi
-	# One table cell: no line breaks, no column separators.
-	why=$(killed_by "$dir" | tr '\n|' ' /' | sed 's/  */ /g; s/ $//')
+	# One table cell: no line breaks (the serial KTAP ends lines with \r\n),
+	# no column separators.
+	why=$(killed_by "$dir" | tr '\r\n|' '  /' | sed 's/  */ /g; s/ $//')
 	if [ "$judge_rc" -ne 0 ] && [ -n "$why" ]; then
 		status=killed
 	else
