@@ -16,10 +16,10 @@ run=$(lp_run_name "$mode")
 counts=$LP_OUT/results/guest.counts
 [ "$mode" = check ] || counts=$LP_OUT/results/guest-$run-$kind.counts
 # A kernel with KUnit runs its suites (the Rust doctests) at boot: judge
-# their KTAP on the console as well, once (in a full check run; a TESTS=
-# run boots with kunit.enable=0).
+# their KTAP on the console as well, once (in a full check run, or a
+# TESTS= run with KUNIT=1; other TESTS= runs boot with kunit.enable=0).
 kunit=()
-if [ "$mode" = check ] && [ -z "${TESTS:-}" ] &&
+if [ "$mode" = check ] && { [ -z "${TESTS:-}" ] || [ "${KUNIT:-0}" = 1 ]; } &&
 	grep -qx 'CONFIG_KUNIT=y' "$kdir/.config"; then
 	kunit=(--kernel-ktap)
 fi

@@ -33,6 +33,18 @@
 # check can kill (an ordering x86 and TCG hide): no boot; it survives if
 # that check passes.
 #
+# A mutant whose diff changes kernel-config/patches/ (a bug in one of our
+# Rust-for-Linux patches) needs its own kernel: after the litmus check it
+# builds the copy's debug kernel in a scratch cache, build/mutants/NAME/
+# cache (its toolchain root a symlink to LP_CACHE's, its kernel tree and
+# build its own, about 15 minutes on two cores), then boots it with its
+# Tests: glob and the kernel's KUnit suites (KUNIT=1: the patches'
+# doctests and #[test]s), so that either can kill it; "Tests: none" then
+# boots with KUnit alone. The scratch kernel tree and build (~2.5 GB) are
+# removed after the run; the build's log is kept as kernel.log. These
+# mutants run only with MUTANT_KERNEL=1 and are otherwise listed as
+# skipped.
+#
 # First a baseline: the unmutated checkout, copied and booted the same
 # way, must pass (else every kill would be that failure, and the run
 # stops there). MUTANT_BASELINE=quick (default) boots it once with two
@@ -42,6 +54,7 @@
 #
 # NAME...: only the mutants whose file name starts with one of them.
 # MUTANT_TIMEOUT: seconds one mutant's guest may run (default 420).
+# MUTANT_KERNEL=1: run the kernel-patch mutants too.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 lp_need_root "$@"
@@ -72,6 +85,30 @@ for p in "$mdir"/*.patch; do
 	patches+=("$p")
 done
 [ ${#patches[@]} -gt 0 ] || lp_die "no mutants in shared-tests/mutants/${1:+ matching $*}"
+
+# is_kernel_mutant PATCH: true if it changes one of our kernel patches.
+is_kernel_mutant() { grep -q '^diff --git a/kernel-config/patches/' "$1"; }
+
+# Kernel-patch mutants build a kernel each: only with MUTANT_KERNEL=1.
+skipped=()
+kernel_mutants=0
+if [ "${MUTANT_KERNEL:-0}" != 1 ]; then
+	kept=()
+	for p in "${patches[@]}"; do
+		if is_kernel_mutant "$p"; then
+			skipped+=("$(basename "$p" .patch)")
+		else
+			kept+=("$p")
+		fi
+	done
+	patches=("${kept[@]}")
+	[ ${#patches[@]} -gt 0 ] ||
+		lp_die "only kernel-patch mutants match (${skipped[*]}): they run with MUTANT_KERNEL=1 (~15 min each, a kernel build)"
+else
+	for p in "${patches[@]}"; do
+		! is_kernel_mutant "$p" || kernel_mutants=$((kernel_mutants + 1))
+	done
+fi
 
 # header PATCH: the text above the first "diff --git".
 header() { sed '/^diff --git /,$d' "$1"; }
@@ -114,6 +151,18 @@ killed_by() {
 	fails=$(grep '^  FAIL ' "$dir/judge.out" | sed 's/^  FAIL //' |
 		grep -vE '^driver: .* ran for (C|Rust) only' || true)
 	[ -n "$fails" ] || return 0
+	# A failed KUnit case (a kernel-patch mutant's run): KUnit runs at
+	# boot, before the driver and before any later splat (a kmemleak
+	# report of what the failed case left behind), with its assertion.
+	test=$(printf '%s\n' "$fails" | sed -nE 's/^kernel: ([^ ]+): FAILURE$/\1/p' | head -n1)
+	if [ -n "$test" ]; then
+		msg=$(awk -v t="  FAIL kernel: $test: FAILURE" '
+			$0 == t { on = 1; next }
+			on && !/^       / { exit }
+			on && /Expected/ { sub(/^ +/, ""); print; exit }' "$dir/judge.out")
+		printf 'KUnit %s%s\n' "$test" "${msg:+: ${msg:0:140}}"
+		return 0
+	fi
 	splat=$(printf '%s\n' "$fails" | grep -m1 '^kernel splat, ' || true)
 	if [ -n "$splat" ]; then
 		n=$(printf '%s\n' "$splat" | sed -E 's/^kernel splat, console\.log:([0-9]+):.*/\1/')
@@ -158,23 +207,27 @@ killed_by() {
 # build_and_judge DIR TESTS: build the copy DIR/src, boot it with TESTS,
 # judge it into DIR/judge.out. Sets judge_rc, or why (and returns 1) when
 # something before the judge failed.
+# ENV... (VAR=VALUE words before the call, for every step): LP_CACHE= of a
+# kernel-patch mutant's scratch cache, KUNIT=1.
 build_and_judge() {
 	local dir=$1 tests=$2 src=$1/src
+	shift 2
+	local env=(env "$@")
 	judge_rc=
-	if ! "$src/scripts/modules.sh" "$kind" >>"$dir/log" 2>&1; then
+	if ! "${env[@]}" "$src/scripts/modules.sh" "$kind" >>"$dir/log" 2>&1; then
 		why="does not build: $(grep -m1 -E 'error' "$dir/log" | cut -c1-100)"
 		return 1
 	fi
-	if ! "$src/scripts/initramfs.sh" "$kind" >>"$dir/log" 2>&1; then
+	if ! "${env[@]}" "$src/scripts/initramfs.sh" "$kind" >>"$dir/log" 2>&1; then
 		why="the guest does not build (see $dir/log)"
 		return 1
 	fi
-	if ! TESTS=$tests TIMEOUT=$timeout "$src/scripts/qemu.sh" check "$kind" >>"$dir/log" 2>&1; then
+	if ! "${env[@]}" TESTS="$tests" TIMEOUT="$timeout" "$src/scripts/qemu.sh" check "$kind" >>"$dir/log" 2>&1; then
 		why="the guest could not be run (see $dir/log)"
 		return 1
 	fi
 	judge_rc=0
-	TESTS=$tests "$src/scripts/judge.sh" check "$kind" >"$dir/judge.out" 2>&1 || judge_rc=$?
+	"${env[@]}" TESTS="$tests" "$src/scripts/judge.sh" check "$kind" >"$dir/judge.out" 2>&1 || judge_rc=$?
 	cat "$dir/judge.out" >>"$dir/log"
 	if grep -q '^Traceback' "$dir/judge.out"; then
 		why="the judge crashed (see $dir/judge.out)"
@@ -195,12 +248,14 @@ tests_of() { header "$1" | sed -n 's/^Tests:[[:space:]]*//p' | head -n1; }
 
 # baseline TESTS: the unmutated checkout must pass TESTS, or no kill
 # proves anything (a failure it shares with every mutant is not a kill).
+# With kernel-patch mutants to judge, the kernel's KUnit suites run too.
 baseline() {
-	local tests=$1 dir=$out/${2:-baseline} t0=$SECONDS
-	lp_say "baseline: the unmutated checkout with TESTS=$tests"
+	local tests=$1 dir=$out/${2:-baseline} t0=$SECONDS env=()
+	[ "$kernel_mutants" -eq 0 ] || env=(KUNIT=1)
+	lp_say "baseline: the unmutated checkout with TESTS=$tests${env[*]:+ and the KUnit suites of the kernel}"
 	fresh_copy "$dir"
 	why=
-	build_and_judge "$dir" "$tests" || lp_die "baseline: the unmutated checkout $why"
+	build_and_judge "$dir" "$tests" "${env[@]}" || lp_die "baseline: the unmutated checkout $why"
 	if ! python3 "$dir/src/scripts/litmus_code.py" "$dir/src" >"$dir/litmus.out" 2>&1; then
 		sed 's/^/    /' "$dir/litmus.out" | grep -v '^    ok ' >&2
 		lp_die "baseline: the unmutated checkout fails the litmus code check (above): fix that first"
@@ -247,16 +302,36 @@ run_mutant() {
 		[ "$why" != "litmus code check: " ] || why="litmus code check: $(tail -n1 "$dir/litmus.out")"
 		return
 	fi
-	if [ "$tests" = none ]; then
+	local env=() boot=$tests
+	if is_kernel_mutant "$patch"; then
+		# Stage 2: its kernel, in a scratch cache that shares the root.
+		local cache=$dir/cache t0=$SECONDS
+		mkdir -p "$cache"
+		ln -sfn "$LP_ROOT" "$cache/root"
+		lp_say "  building its debug kernel in $cache (~15 min; log: $dir/kernel.log)"
+		if ! LP_CACHE=$cache "$src/scripts/kernel.sh" "$kind" >>"$dir/log" 2>&1; then
+			cp "$cache/work/kernel-$kind.log" "$dir/kernel.log" 2>/dev/null || true
+			rm -rf "$cache"
+			why="its kernel does not build: $(grep -m1 -E 'error' "$dir/kernel.log" "$dir/log" 2>/dev/null |
+				cut -d: -f2- | cut -c1-100)"
+			return
+		fi
+		lp_say "  kernel built in $((SECONDS - t0))s"
+		env=(LP_CACHE="$cache" KUNIT=1)
+		[ "$tests" != none ] || boot=$baseline_tests
+	elif [ "$tests" = none ]; then
 		status=SURVIVED
 		why="the litmus code check passed, and Tests: none boots nothing"
 		return
 	fi
-	# Stage 2: the driver tests of its Tests: glob.
-	if ! build_and_judge "$dir" "$tests"; then
+	# Stage 3: the driver tests of its Tests: glob (and, with its own
+	# kernel, the kernel's KUnit suites).
+	if ! build_and_judge "$dir" "$boot" "${env[@]}"; then
 		why="the mutant $why"
+		drop_cache "$dir"
 		return
 	fi
+	drop_cache "$dir"
 	# One table cell: no line breaks (the serial KTAP ends lines with \r\n),
 	# no column separators.
 	why=$(killed_by "$dir" | tr '\r\n|' '  /' | sed 's/  */ /g; s/ $//')
@@ -264,8 +339,16 @@ run_mutant() {
 		status=killed
 	else
 		status=SURVIVED
-		why="the judge passed TESTS=$tests (see $dir/src/build/guest-$kind/check/)"
+		why="the judge passed TESTS=$boot${env[*]:+ and KUnit on its own kernel} (see $dir/src/build/guest-$kind/check/)"
 	fi
+}
+
+# drop_cache DIR: a kernel-patch mutant's scratch kernel tree and build
+# go (~2.5 GB); its build log stays, as DIR/kernel.log.
+drop_cache() {
+	[ -d "$1/cache" ] || return 0
+	cp "$1/cache/work/kernel-$kind.log" "$1/kernel.log" 2>/dev/null || true
+	rm -rf "$1/cache"
 }
 
 # The run itself, in a function: bash reads all of it before it starts,
@@ -289,6 +372,8 @@ main() {
 	*) lp_die "MUTANT_BASELINE=$MUTANT_BASELINE is not one of quick, full, none" ;;
 	esac
 	lp_say "make mutants: $total mutants, each built and booted with only the tests that must kill it (guest timeout ${timeout}s)"
+	[ ${#skipped[@]} -eq 0 ] ||
+		lp_say "skipped: ${#skipped[@]} kernel-patch mutants (${skipped[*]}); MUTANT_KERNEL=1 runs them, ~15 min each"
 	i=0
 	for patch in "${patches[@]}"; do
 		i=$((i + 1))
@@ -317,7 +402,7 @@ main() {
 		echo "|---|---|---|"
 		printf '%s\n' "${rows[@]}"
 		echo
-		echo "$killed of $total mutants killed in $((SECONDS - start)) s"
+		echo "$killed of $total mutants killed in $((SECONDS - start)) s${skipped[*]:+; skipped, without MUTANT_KERNEL=1: ${skipped[*]}}"
 	} >"$table"
 	echo
 	cat "$table"

@@ -9,7 +9,7 @@
 # build/guest-KIND/bench-icount/), SMP (default 4), MEM (default
 # 2G), PRESET (quick or full: the driver's sizes, see lockless_test.c),
 # TESTS (a glob: only the driver tests it matches, no KUnit, demo or bench
-# smoke), RACE_PUTS and CHAIN_DEPTH (override one size of the preset),
+# smoke), KUNIT=1 (with TESTS: the kernel's KUnit suites still run), RACE_PUTS and CHAIN_DEPTH (override one size of the preset),
 # FUZZ_SEED (replay one differential-fuzz stream), FUZZ_STREAMS, FUZZ_STEPS,
 # BENCH_QUICK, BENCH_MS, BENCH_REPS (the bench driver's, see
 # shared-tests/lockless_bench.c).
@@ -80,8 +80,10 @@ if [ "$mode" = check ]; then
 	done
 	if [ -n "${TESTS:-}" ]; then
 		case $TESTS in *[[:space:]]*) lp_die "TESTS='$TESTS': one glob, no spaces" ;; esac
-		# The development loop: only the matching tests, no KUnit at boot.
-		append+=" lp.env.LP_TESTS=$TESTS kunit.enable=0"
+		# The development loop: only the matching tests, no KUnit at boot
+		# unless KUNIT=1 (make mutants' kernel-patch mutants).
+		append+=" lp.env.LP_TESTS=$TESTS"
+		[ "${KUNIT:-0}" = 1 ] || append+=" kunit.enable=0"
 	fi
 fi
 if [ "$mode" = bench ]; then
