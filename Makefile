@@ -17,11 +17,13 @@ help:
 	@echo "                lint and litmus; ends 'N passed, N failed'"
 	@echo "                TESTS=GLOB: only the matching driver tests, against both modules"
 	@echo "make soak       make check with the full sizes (PRESET=full: 10^5 racing puts, 10^5-deep chains),"
-	@echo "                on the KCSAN kernel, then on the debug (KASAN) kernel"
+	@echo "                on the KCSAN kernel, the debug (KASAN) kernel, then the debug kernel with"
+	@echo "                full preemption (CONFIG_PREEMPT, not PREEMPT_LAZY)"
 	@echo "make fuzz SEED=N  replay one stream of the differential fuzz, printing every step"
 	@echo "make kcsan-control  KCSAN's negative control: a deliberate data race in each module, what KCSAN sees"
 	@echo "make mutants    apply each deliberate bug of shared-tests/mutants/, every one must be caught"
-	@echo "                (the litmus code check first, then a boot with the tests it names)"
+	@echo "                (the litmus code check first, then a boot with the tests it names);"
+	@echo "                MUTANT_KERNEL=1: also the kernel-patch mutants (a kernel build each, ~15 min)"
 	@echo "make bench      instructions/op of every op (C, Rust, Rust with helpers inlined), and ns/op"
 	@echo "                at 1..N vCPUs, on perf kernels: tables, ratios, CSV, PNG"
 	@echo "make shell      boot the guest to a busybox shell with both .ko files and the test driver"
@@ -38,13 +40,15 @@ help:
 	@echo "Variables (README.md says more): TESTS=GLOB, PRESET=quick|full, SEED=N (make fuzz),"
 	@echo "  RACE_PUTS=N, CHAIN_DEPTH=N, FUZZ_STREAMS=N, FUZZ_STEPS=N, LP_CACHE=DIR (toolchain root"
 	@echo "  and kernels), KDIR=DIR (your own kernel tree), ACCEL=kvm, TIMEOUT=S, SMP=N, MEM=SIZE,"
-	@echo "  JOBS=N, BENCH_QUICK=1, MUTANT_BASELINE=quick|full|none, MUTANT_TIMEOUT=S"
+	@echo "  JOBS=N, BENCH_QUICK=1, KUNIT=1 (with TESTS=: KUnit too), MUTANT_BASELINE=quick|full|none,"
+	@echo "  MUTANT_TIMEOUT=S, MUTANT_KERNEL=1"
 
 check:
 	@$(S)/check.sh
 
 soak:
-	@PRESET=full KIND=kcsan $(S)/check.sh && PRESET=full KIND=debug $(S)/check.sh
+	@PRESET=full KIND=kcsan $(S)/check.sh && PRESET=full KIND=debug $(S)/check.sh && \
+		PRESET=full KIND=preempt $(S)/check.sh
 
 fuzz:
 	@if [ -z "$(SEED)" ]; then echo "make fuzz SEED=N: the seed a fuzz run printed" >&2; exit 2; fi

@@ -11,7 +11,8 @@
 # TESTS=GLOB: only the driver tests whose name matches, against both
 # modules, without KUnit, demo, bench smoke, lint or litmus: the
 # development loop.
-# KIND=debug (KASAN) or kcsan (KCSAN instead of KASAN): the guest kernel.
+# KIND=debug (KASAN), kcsan (KCSAN instead of KASAN) or preempt (debug with
+# CONFIG_PREEMPT instead of PREEMPT_LAZY): the guest kernel.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 lp_need_root "$@"
@@ -20,8 +21,8 @@ S=$LP_REPO/scripts
 results=$LP_OUT/results
 kind=${KIND:-debug}
 case $kind in
-debug | kcsan) ;;
-*) lp_die "KIND=$kind is not one of debug, kcsan" ;;
+debug | kcsan | preempt) ;;
+*) lp_die "KIND=$kind is not one of debug, kcsan, preempt" ;;
 esac
 preset=${PRESET:-quick}
 what="make check"
