@@ -21,6 +21,7 @@
  * so that handles and ids are the same numbers in both: root gadget
  * handle 1 (id 1), its child handle 2 (id 2), transaction handle 1.
  */
+#include "lockless_test.h"
 
 /* Where an answer comes, for what the same errno answers at two places. */
 #define BI_RO		1001	/* -EFAULT (read-only): write-back, copy-out */

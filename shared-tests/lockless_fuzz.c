@@ -49,6 +49,7 @@
  * TESTS=fuzz.failing.streams); LP_FUZZ_STREAMS and LP_FUZZ_STEPS override
  * the preset's sizes.
  */
+#include "lockless_test.h"
 
 /* Steps per stream, streams per run (quick / full). */
 #define FZ_STEPS_QUICK		120
