@@ -551,8 +551,8 @@ static int bi_fill(int fd, bool txn)
 		memset(&g, 0, sizeof(g));
 		memset(&s, 0, sizeof(s));
 		g.handle = BI_ROOT;
-		ret = txn ? lp_call(fd, LP_IOC_TXN_START, &s) :
-			    lp_call(fd, LP_IOC_GET, &g);
+		ret = txn ? lpu_call(fd, LP_IOC_TXN_START, &s) :
+			    lpu_call(fd, LP_IOC_GET, &g);
 		n += !ret;
 	} while (!ret);
 	return ret == -ENOSPC ? n : ret;
@@ -579,17 +579,17 @@ static int bi_build(int fd, unsigned int state)
 		c.flavor = LP_FLAVOR_LOCKLESS;
 	if (state & BI_QUOTA)
 		c.max_gadgets = 2;
-	ret = lp_call(fd, LP_IOC_CONFIGURE, &c);
+	ret = lpu_call(fd, LP_IOC_CONFIGURE, &c);
 	if (!ret)
-		ret = lp_new(fd, LP_HANDLE_NONE, &h, NULL);
+		ret = lpu_new(fd, LP_HANDLE_NONE, &h, NULL);
 	if (!ret && h != BI_ROOT)
 		ret = -ERANGE;
 	if (!ret)
-		ret = lp_new(fd, BI_ROOT, &h, NULL);
+		ret = lpu_new(fd, BI_ROOT, &h, NULL);
 	if (!ret && h != BI_CHILD)
 		ret = -ERANGE;
 	if (!ret && (state & BI_TXNRUN))
-		ret = lp_txn_start(fd, &h, NULL);
+		ret = lpu_txn_start(fd, &h, NULL);
 	if (!ret && (state & BI_TXNRUN) && h != BI_TXN)
 		ret = -ERANGE;
 	if (!ret && (state & BI_FULL))
@@ -605,7 +605,7 @@ static void *bi_committer(void *arg)
 	struct bi_commit_arg *a = arg;
 	struct lp_txn_commit c = { .timeout_ms = LP_TXN_TIMEOUT_MAX_MS };
 
-	a->f->commit_ret[a->k] = lp_call(a->f->fd[a->k], LP_IOC_TXN_COMMIT, &c);
+	a->f->commit_ret[a->k] = lpu_call(a->f->fd[a->k], LP_IOC_TXN_COMMIT, &c);
 	return NULL;
 }
 
@@ -627,7 +627,7 @@ static int bi_lock(struct bi_run *r, struct bi_file *f)
 		f->locked = true;
 		for (i = 0; i < 10000; i++) {
 			memset(&ts, 0, sizeof(ts));
-			if (lp_call(f->fd[k], LP_IOC_TXN_STAT, &ts))
+			if (lpu_call(f->fd[k], LP_IOC_TXN_STAT, &ts))
 				return -EIO;
 			if (ts.state == LP_TXN_LOCKED_FOR_COMMIT)
 				break;
@@ -657,7 +657,7 @@ static void bi_unlock(struct bi_run *r, struct bi_file *f)
 		for (h = 1; h <= last; h++) {
 			memset(&st, 0, sizeof(st));
 			st.handle = h;
-			lp_call(f->fd[k], LP_IOC_TXN_STOP, &st);
+			lpu_call(f->fd[k], LP_IOC_TXN_STOP, &st);
 		}
 		pthread_join(f->committer[k], NULL);
 		EXPECT_EQ(0, f->commit_ret[k])
@@ -872,7 +872,7 @@ FIXTURE_SETUP(badinput)
 	for (k = 0; k < 2; k++) {
 		fd = open(k ? LP_DEV_RUST : LP_DEV_C, O_RDWR | O_CLOEXEC);
 		ASSERT_LE(0, fd);
-		ASSERT_EQ(0, lp_identify(fd, &self->id[k]));
+		ASSERT_EQ(0, lpu_identify(fd, &self->id[k]));
 		close(fd);
 	}
 }

@@ -44,6 +44,9 @@
  * repetition, for the smoke run of make check: every cell must produce a
  * sane number, nothing is claimed about speed. BENCH_MS=N (default 150),
  * BENCH_REPS=N (default 5).
+ *
+ * Of its own names, none is lp_ or LP_: those are the contract's and the
+ * modules' (the ioctl helper is lpu_call(), see lockless_test.h).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -252,7 +255,7 @@ static void make_counts(void)
 		counts[nr_counts++] = cpus;
 }
 
-static int lp_call(int fd, unsigned long cmd, void *arg)
+static int lpu_call(int fd, unsigned long cmd, void *arg)
 {
 	return ioctl(fd, cmd, arg) ? -errno : 0;
 }
@@ -308,7 +311,7 @@ static int fix_open(const struct bench_dev *dev, const struct bench_row *row,
 		 * at most BENCH_MAX_THREADS in flight it is never refused.
 		 */
 		fix->value = row->op == LP_OP_TXN_EXTEND ? 1 : 0;
-		err = lp_call(fix->fd[0], LP_IOC_TXN_CONFIGURE, &tc);
+		err = lpu_call(fix->fd[0], LP_IOC_TXN_CONFIGURE, &tc);
 		if (err) {
 			snprintf(why, len, "TXN_CONFIGURE %.31s: %s",
 				 row->label, strerror(-err));
@@ -317,12 +320,12 @@ static int fix_open(const struct bench_dev *dev, const struct bench_row *row,
 		return err;
 	}
 
-	err = lp_call(fix->fd[0], LP_IOC_CONFIGURE, &c);
+	err = lpu_call(fix->fd[0], LP_IOC_CONFIGURE, &c);
 	if (!err)
-		err = lp_call(fix->fd[0], LP_IOC_NEW, &root);
+		err = lpu_call(fix->fd[0], LP_IOC_NEW, &root);
 	if (!err && row->op == LP_OP_LOOKUP_PUT) {
 		child.parent = root.handle;
-		err = lp_call(fix->fd[0], LP_IOC_NEW, &child);
+		err = lpu_call(fix->fd[0], LP_IOC_NEW, &child);
 	}
 	if (err) {
 		snprintf(why, len, "setting up %.31s: %s", row->label,
@@ -353,7 +356,7 @@ static int fix_reset(const struct bench_row *row, struct bench_fix *fix)
 	    row->op == LP_OP_EMPTY)
 		return 0;
 	fix->value = 1;
-	return lp_call(fix->fd[0], LP_IOC_RMW, &set);
+	return lpu_call(fix->fd[0], LP_IOC_RMW, &set);
 }
 
 static void *thread_main(void *arg)
@@ -367,7 +370,7 @@ static void *thread_main(void *arg)
 		t->err = -errno;
 	pthread_barrier_wait(t->start);
 	if (!t->err)
-		t->err = lp_call(t->fd, LP_IOC_RUN, &t->run);
+		t->err = lpu_call(t->fd, LP_IOC_RUN, &t->run);
 	return NULL;
 }
 
@@ -886,7 +889,7 @@ static void identify(struct bench_dev *dev)
 		dev->err = -errno;
 		return;
 	}
-	dev->err = lp_call(fd, LP_IOC_IDENTIFY, &dev->id);
+	dev->err = lpu_call(fd, LP_IOC_IDENTIFY, &dev->id);
 	close(fd);
 }
 

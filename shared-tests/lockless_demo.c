@@ -20,6 +20,9 @@
  *
  * Exit status: 0 when every row is the same, 1 when a row differs or a
  * device cannot be opened or identified, so that `make demo` fails.
+ *
+ * Its own names are lpu_ and LPU_; lp_ and LP_ are the contract's and the
+ * modules' (see lockless_test.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,33 +38,33 @@
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
 
 /* In-kernel iterations of RUN steps: enough to count, cheap under TCG. */
-#define LP_DEMO_RUN		100
+#define LPU_DEMO_RUN		100
 /* ... and of the flavors' RUN GET_PUT step. */
-#define LP_DEMO_GET_PUT		1000
+#define LPU_DEMO_GET_PUT		1000
 
 /* Most steps in one row's script (the RUN-only ops: ~10 per flavor). */
-#define LP_STEPS		96
+#define LPU_STEPS		96
 /* Most handles, and most ids, one open() of a script receives. */
-#define LP_SYMS			32
-#define LP_WHAT			48
-#define LP_ANSWER		128
-#define LP_SYM			24
+#define LPU_SYMS			32
+#define LPU_WHAT			48
+#define LPU_ANSWER		128
+#define LPU_SYM			24
 
 /**
- * struct lp_row - one row of the table
+ * struct lpu_row - one row of the table
  * @is_op: @which is an enum lp_op value, else an enum lp_flavor value
  * @which: the flavor or the op
  * @c_api: what lockless_c.ko does for it
  * @rust_api: what lockless_rust.ko does for it
  */
-struct lp_row {
+struct lpu_row {
 	bool is_op;
 	unsigned int which;
 	const char *c_api;
 	const char *rust_api;
 };
 
-static const struct lp_row lp_rows[] = {
+static const struct lpu_row lpu_rows[] = {
 	{ false, LP_FLAVOR_LOCKED,
 	  "mutex + refcnt++/--", "Mutex guard + LockedBy count" },
 	{ false, LP_FLAVOR_LOCKLESS,
@@ -114,18 +117,18 @@ static const struct lp_row lp_rows[] = {
 };
 
 /* Under the flavors: TRYGET is in every flavor's script. */
-static const char * const lp_tryget_note[] = {
+static const char * const lpu_tryget_note[] = {
 	"TRYGET, in every flavor: C atomic_inc_not_zero / kref_get_unless_zero,",
 	"Rust Refcount::inc_not_zero / Arc::from_raw_inc_not_zero (patches 0001/0002)",
 };
 
-struct lp_errno_name {
+struct lpu_errno_name {
 	int err;
 	const char *name;
 };
 
 /* The errnos of the contract, by name: a difference reads "-EBADF". */
-static const struct lp_errno_name lp_errno_names[] = {
+static const struct lpu_errno_name lpu_errno_names[] = {
 	{ ENOTTY, "ENOTTY" },
 	{ EFAULT, "EFAULT" },
 	{ EINVAL, "EINVAL" },
@@ -142,21 +145,21 @@ static const struct lp_errno_name lp_errno_names[] = {
 };
 
 /**
- * struct lp_step - one ioctl of a script
+ * struct lpu_step - one ioctl of a script
  * @what: what the script did ("PUT child")
  * @answer: what the device answered ("0 released=1", "-EBADF")
  */
-struct lp_step {
-	char what[LP_WHAT];
-	char answer[LP_ANSWER];
+struct lpu_step {
+	char what[LPU_WHAT];
+	char answer[LPU_ANSWER];
 };
 
 /**
- * struct lp_transcript - one row's script on one device
+ * struct lpu_transcript - one row's script on one device
  * @dev: the device
  * @fd: the current open() of @dev, -1 before the first
  * @open_err: errno of a failed open(), 0 if none failed
- * @full: the script made more than LP_STEPS steps
+ * @full: the script made more than LPU_STEPS steps
  * @prefix: put before @what of the next steps ("KREF_LOCK, ")
  * @steps: steps recorded in @step
  * @step: the steps, in order
@@ -166,28 +169,28 @@ struct lp_step {
  * @id: ids seen in the current open(), in order
  * @nr_ids: entries in @id
  */
-struct lp_transcript {
+struct lpu_transcript {
 	const char *dev;
 	int fd;
 	int open_err;
 	bool full;
-	char prefix[LP_SYM];
+	char prefix[LPU_SYM];
 	int steps;
-	struct lp_step step[LP_STEPS];
-	__u32 handle[LP_SYMS];
-	bool live[LP_SYMS];
+	struct lpu_step step[LPU_STEPS];
+	__u32 handle[LPU_SYMS];
+	bool live[LPU_SYMS];
 	int nr_handles;
-	__u64 id[LP_SYMS];
+	__u64 id[LPU_SYMS];
 	int nr_ids;
 };
 
-static void lp_errno_str(int err, char *buf, size_t len)
+static void lpu_errno_str(int err, char *buf, size_t len)
 {
 	size_t i;
 
-	for (i = 0; i < ARRAY_SIZE(lp_errno_names); i++) {
-		if (lp_errno_names[i].err == err) {
-			snprintf(buf, len, "-%s", lp_errno_names[i].name);
+	for (i = 0; i < ARRAY_SIZE(lpu_errno_names); i++) {
+		if (lpu_errno_names[i].err == err) {
+			snprintf(buf, len, "-%s", lpu_errno_names[i].name);
 			return;
 		}
 	}
@@ -195,7 +198,7 @@ static void lp_errno_str(int err, char *buf, size_t len)
 }
 
 /* Start a fresh arena on @t's device for the steps that follow. */
-static bool lp_open(struct lp_transcript *t)
+static bool lpu_open(struct lpu_transcript *t)
 {
 	if (t->fd >= 0)
 		close(t->fd);
@@ -207,7 +210,7 @@ static bool lp_open(struct lp_transcript *t)
 	return t->fd >= 0;
 }
 
-static int lp_call(struct lp_transcript *t, unsigned long cmd, void *arg)
+static int lpu_call(struct lpu_transcript *t, unsigned long cmd, void *arg)
 {
 	return ioctl(t->fd, cmd, arg) ? -errno : 0;
 }
@@ -216,18 +219,18 @@ static int lp_call(struct lp_transcript *t, unsigned long cmd, void *arg)
  * Record a step: @what and, if @ret is an error, its name. Return: where
  * to write the answer of a successful step ("0" so far), else NULL.
  */
-static char *lp_rec(struct lp_transcript *t, const char *what, int ret)
+static char *lpu_rec(struct lpu_transcript *t, const char *what, int ret)
 {
-	struct lp_step *s;
+	struct lpu_step *s;
 
-	if (t->steps == LP_STEPS) {
+	if (t->steps == LPU_STEPS) {
 		t->full = true;
 		return NULL;
 	}
 	s = &t->step[t->steps++];
 	snprintf(s->what, sizeof(s->what), "%s%s", t->prefix, what);
 	if (ret) {
-		lp_errno_str(-ret, s->answer, sizeof(s->answer));
+		lpu_errno_str(-ret, s->answer, sizeof(s->answer));
 		return NULL;
 	}
 	snprintf(s->answer, sizeof(s->answer), "0");
@@ -235,8 +238,8 @@ static char *lp_rec(struct lp_transcript *t, const char *what, int ret)
 }
 
 /* Name a handle a device just gave: "hN", the N-th of this open(). */
-static void lp_handle_new(struct lp_transcript *t, __u32 h, char *buf,
-			  size_t len)
+static void lpu_handle_new(struct lpu_transcript *t, __u32 h, char *buf,
+			   size_t len)
 {
 	int i;
 
@@ -250,7 +253,7 @@ static void lp_handle_new(struct lp_transcript *t, __u32 h, char *buf,
 			return;
 		}
 	}
-	if (t->nr_handles == LP_SYMS) {
+	if (t->nr_handles == LPU_SYMS) {
 		t->full = true;
 		snprintf(buf, len, "h?");
 		return;
@@ -261,7 +264,7 @@ static void lp_handle_new(struct lp_transcript *t, __u32 h, char *buf,
 }
 
 /* A PUT consumed @h: the device may hand its number out again. */
-static void lp_handle_gone(struct lp_transcript *t, __u32 h)
+static void lpu_handle_gone(struct lpu_transcript *t, __u32 h)
 {
 	int i;
 
@@ -274,8 +277,8 @@ static void lp_handle_gone(struct lp_transcript *t, __u32 h)
  * Name an id: "idN", the N-th this open() saw, or "0" for no gadget. A
  * @fresh id (NEW) must be new; any other must be one seen before.
  */
-static void lp_id_name(struct lp_transcript *t, __u64 id, bool fresh,
-		       char *buf, size_t len)
+static void lpu_id_name(struct lpu_transcript *t, __u64 id, bool fresh,
+			char *buf, size_t len)
 {
 	int i;
 
@@ -289,7 +292,7 @@ static void lp_id_name(struct lp_transcript *t, __u64 id, bool fresh,
 			return;
 		}
 	}
-	if (!fresh || t->nr_ids == LP_SYMS) {
+	if (!fresh || t->nr_ids == LPU_SYMS) {
 		snprintf(buf, len, "id?%llu", id);
 		return;
 	}
@@ -299,126 +302,126 @@ static void lp_id_name(struct lp_transcript *t, __u64 id, bool fresh,
 
 /* ---- one recorded step per ioctl --------------------------------------- */
 
-static void lp_configure(struct lp_transcript *t, const char *what,
-			 __u32 flavor, __u32 max_gadgets)
+static void lpu_configure(struct lpu_transcript *t, const char *what,
+			  __u32 flavor, __u32 max_gadgets)
 {
 	struct lp_configure c = { .flavor = flavor, .max_gadgets = max_gadgets };
 
-	lp_rec(t, what, lp_call(t, LP_IOC_CONFIGURE, &c));
+	lpu_rec(t, what, lpu_call(t, LP_IOC_CONFIGURE, &c));
 }
 
 /* NEW under @parent (LP_HANDLE_NONE: a root). Return: the handle, or 0. */
-static __u32 lp_new(struct lp_transcript *t, const char *what, __u32 parent,
-		    __u64 *id)
+static __u32 lpu_new(struct lpu_transcript *t, const char *what, __u32 parent,
+		     __u64 *id)
 {
 	struct lp_new n = { .parent = parent };
-	int ret = lp_call(t, LP_IOC_NEW, &n);
-	char *a = lp_rec(t, what, ret);
-	char h[LP_SYM], i[LP_SYM];
+	int ret = lpu_call(t, LP_IOC_NEW, &n);
+	char *a = lpu_rec(t, what, ret);
+	char h[LPU_SYM], i[LPU_SYM];
 
 	if (ret)
 		return LP_HANDLE_NONE;
-	lp_handle_new(t, n.handle, h, sizeof(h));
-	lp_id_name(t, n.id, true, i, sizeof(i));
+	lpu_handle_new(t, n.handle, h, sizeof(h));
+	lpu_id_name(t, n.id, true, i, sizeof(i));
 	if (a)
-		snprintf(a, LP_ANSWER, "0 %s %s", h, i);
+		snprintf(a, LPU_ANSWER, "0 %s %s", h, i);
 	if (id)
 		*id = n.id;
 	return n.handle;
 }
 
 /* Record an ioctl that answers one new handle. Return: it, or 0. */
-static __u32 lp_rec_handle(struct lp_transcript *t, const char *what,
-			   int ret, __u32 handle)
+static __u32 lpu_rec_handle(struct lpu_transcript *t, const char *what,
+			    int ret, __u32 handle)
 {
-	char *a = lp_rec(t, what, ret);
-	char h[LP_SYM];
+	char *a = lpu_rec(t, what, ret);
+	char h[LPU_SYM];
 
 	if (ret)
 		return LP_HANDLE_NONE;
-	lp_handle_new(t, handle, h, sizeof(h));
+	lpu_handle_new(t, handle, h, sizeof(h));
 	if (a)
-		snprintf(a, LP_ANSWER, "0 %s", h);
+		snprintf(a, LPU_ANSWER, "0 %s", h);
 	return handle;
 }
 
-static __u32 lp_get(struct lp_transcript *t, const char *what, __u32 handle)
+static __u32 lpu_get(struct lpu_transcript *t, const char *what, __u32 handle)
 {
 	struct lp_get g = { .handle = handle };
-	int ret = lp_call(t, LP_IOC_GET, &g);
+	int ret = lpu_call(t, LP_IOC_GET, &g);
 
-	return lp_rec_handle(t, what, ret, g.new_handle);
+	return lpu_rec_handle(t, what, ret, g.new_handle);
 }
 
-static __u32 lp_lookup(struct lp_transcript *t, const char *what,
-		       __u32 parent, __u64 id)
+static __u32 lpu_lookup(struct lpu_transcript *t, const char *what,
+			__u32 parent, __u64 id)
 {
 	struct lp_lookup l = { .parent = parent, .id = id };
-	int ret = lp_call(t, LP_IOC_LOOKUP, &l);
+	int ret = lpu_call(t, LP_IOC_LOOKUP, &l);
 
-	return lp_rec_handle(t, what, ret, l.handle);
+	return lpu_rec_handle(t, what, ret, l.handle);
 }
 
-static __u32 lp_tryget(struct lp_transcript *t, const char *what, __u64 id)
+static __u32 lpu_tryget(struct lpu_transcript *t, const char *what, __u64 id)
 {
 	struct lp_tryget g = { .id = id };
-	int ret = lp_call(t, LP_IOC_TRYGET, &g);
+	int ret = lpu_call(t, LP_IOC_TRYGET, &g);
 
-	return lp_rec_handle(t, what, ret, g.handle);
+	return lpu_rec_handle(t, what, ret, g.handle);
 }
 
-static void lp_put(struct lp_transcript *t, const char *what, __u32 handle)
+static void lpu_put(struct lpu_transcript *t, const char *what, __u32 handle)
 {
 	struct lp_put p = { .handle = handle };
-	int ret = lp_call(t, LP_IOC_PUT, &p);
-	char *a = lp_rec(t, what, ret);
+	int ret = lpu_call(t, LP_IOC_PUT, &p);
+	char *a = lpu_rec(t, what, ret);
 
 	if (ret)
 		return;
-	lp_handle_gone(t, handle);
+	lpu_handle_gone(t, handle);
 	if (a)
-		snprintf(a, LP_ANSWER, "0 released=%u", p.released);
+		snprintf(a, LPU_ANSWER, "0 released=%u", p.released);
 }
 
-static void lp_stat(struct lp_transcript *t, const char *what, __u32 handle)
+static void lpu_stat(struct lpu_transcript *t, const char *what, __u32 handle)
 {
 	struct lp_stat s = { .handle = handle };
-	int ret = lp_call(t, LP_IOC_STAT, &s);
-	char *a = lp_rec(t, what, ret);
-	char id[LP_SYM], parent[LP_SYM];
+	int ret = lpu_call(t, LP_IOC_STAT, &s);
+	char *a = lpu_rec(t, what, ret);
+	char id[LPU_SYM], parent[LPU_SYM];
 
 	if (!a)
 		return;
-	lp_id_name(t, s.id, false, id, sizeof(id));
-	lp_id_name(t, s.parent_id, false, parent, sizeof(parent));
-	snprintf(a, LP_ANSWER, "0 ref=%u %s parent=%s children=%llu",
+	lpu_id_name(t, s.id, false, id, sizeof(id));
+	lpu_id_name(t, s.parent_id, false, parent, sizeof(parent));
+	snprintf(a, LPU_ANSWER, "0 ref=%u %s parent=%s children=%llu",
 		 s.refcount, id, parent, s.children);
 }
 
-static void lp_arena_stat(struct lp_transcript *t, const char *what)
+static void lpu_arena_stat(struct lpu_transcript *t, const char *what)
 {
 	struct lp_arena_stat s = { 0 };
-	char *a = lp_rec(t, what, lp_call(t, LP_IOC_ARENA_STAT, &s));
+	char *a = lpu_rec(t, what, lpu_call(t, LP_IOC_ARENA_STAT, &s));
 
 	if (a)
-		snprintf(a, LP_ANSWER,
+		snprintf(a, LPU_ANSWER,
 			 "0 flavor=%u handles=%u live=%llu created=%llu freed=%llu",
 			 s.flavor, s.handles, s.live, s.created, s.freed);
 }
 
-static void lp_rmw(struct lp_transcript *t, const char *what, __u32 op,
-		   __u64 value)
+static void lpu_rmw(struct lpu_transcript *t, const char *what, __u32 op,
+		    __u64 value)
 {
 	struct lp_rmw r = { .op = op, .value = value };
-	char *a = lp_rec(t, what, lp_call(t, LP_IOC_RMW, &r));
+	char *a = lpu_rec(t, what, lpu_call(t, LP_IOC_RMW, &r));
 
 	if (a)
-		snprintf(a, LP_ANSWER, "0 old=%llu new=%llu failed=%llu",
+		snprintf(a, LPU_ANSWER, "0 old=%llu new=%llu failed=%llu",
 			 r.old, r.new, r.failed);
 }
 
-static void lp_run(struct lp_transcript *t, const char *what, __u32 op,
-		   __u32 handle, __u64 iterations, __u64 value)
+static void lpu_run(struct lpu_transcript *t, const char *what, __u32 op,
+		    __u32 handle, __u64 iterations, __u64 value)
 {
 	struct lp_run r = {
 		.op = op,
@@ -426,85 +429,85 @@ static void lp_run(struct lp_transcript *t, const char *what, __u32 op,
 		.iterations = iterations,
 		.value = value,
 	};
-	char *a = lp_rec(t, what, lp_call(t, LP_IOC_RUN, &r));
+	char *a = lpu_rec(t, what, lpu_call(t, LP_IOC_RUN, &r));
 
 	if (a)
-		snprintf(a, LP_ANSWER, "0 completed=%llu failed=%llu delta=%llu",
+		snprintf(a, LPU_ANSWER, "0 completed=%llu failed=%llu delta=%llu",
 			 r.completed, r.failed, r.delta);
 }
 
-static void lp_txn_configure(struct lp_transcript *t, const char *what,
-			     __u32 flavor, __u32 max_credits)
+static void lpu_txn_configure(struct lpu_transcript *t, const char *what,
+			      __u32 flavor, __u32 max_credits)
 {
 	struct lp_txn_configure c = {
 		.flavor = flavor, .max_credits = max_credits,
 	};
 
-	lp_rec(t, what, lp_call(t, LP_IOC_TXN_CONFIGURE, &c));
+	lpu_rec(t, what, lpu_call(t, LP_IOC_TXN_CONFIGURE, &c));
 }
 
 /* START: the handle is named like a gadget handle (the script has none). */
-static __u32 lp_txn_start(struct lp_transcript *t, const char *what,
-			  __u32 nblocks)
+static __u32 lpu_txn_start(struct lpu_transcript *t, const char *what,
+			   __u32 nblocks)
 {
 	struct lp_txn_start s = { .nblocks = nblocks };
-	int ret = lp_call(t, LP_IOC_TXN_START, &s);
-	char *a = lp_rec(t, what, ret);
-	char h[LP_SYM];
+	int ret = lpu_call(t, LP_IOC_TXN_START, &s);
+	char *a = lpu_rec(t, what, ret);
+	char h[LPU_SYM];
 
 	if (ret)
 		return LP_HANDLE_NONE;
-	lp_handle_new(t, s.handle, h, sizeof(h));
+	lpu_handle_new(t, s.handle, h, sizeof(h));
 	if (a)
-		snprintf(a, LP_ANSWER, "0 %s tid=%llu", h, s.tid);
+		snprintf(a, LPU_ANSWER, "0 %s tid=%llu", h, s.tid);
 	return s.handle;
 }
 
-static void lp_txn_stop(struct lp_transcript *t, const char *what,
-			__u32 handle)
+static void lpu_txn_stop(struct lpu_transcript *t, const char *what,
+			 __u32 handle)
 {
 	struct lp_txn_stop s = { .handle = handle };
-	int ret = lp_call(t, LP_IOC_TXN_STOP, &s);
-	char *a = lp_rec(t, what, ret);
+	int ret = lpu_call(t, LP_IOC_TXN_STOP, &s);
+	char *a = lpu_rec(t, what, ret);
 
 	if (ret)
 		return;
-	lp_handle_gone(t, handle);
+	lpu_handle_gone(t, handle);
 	if (a)
-		snprintf(a, LP_ANSWER, "0 credits=%u", s.credits);
+		snprintf(a, LPU_ANSWER, "0 credits=%u", s.credits);
 }
 
-static void lp_txn_extend(struct lp_transcript *t, const char *what,
-			  __u32 handle, __u32 nblocks)
+static void lpu_txn_extend(struct lpu_transcript *t, const char *what,
+			   __u32 handle, __u32 nblocks)
 {
 	struct lp_txn_extend e = { .handle = handle, .nblocks = nblocks };
-	char *a = lp_rec(t, what, lp_call(t, LP_IOC_TXN_EXTEND, &e));
+	char *a = lpu_rec(t, what, lpu_call(t, LP_IOC_TXN_EXTEND, &e));
 
 	if (a)
-		snprintf(a, LP_ANSWER, "0 credits=%u granted=%u", e.credits,
+		snprintf(a, LPU_ANSWER, "0 credits=%u granted=%u", e.credits,
 			 e.granted);
 }
 
 /* COMMIT: never slept or wait_ns, which are times. */
-static void lp_txn_commit(struct lp_transcript *t, const char *what,
-			  __u32 timeout_ms)
+static void lpu_txn_commit(struct lpu_transcript *t, const char *what,
+			   __u32 timeout_ms)
 {
 	struct lp_txn_commit c = { .timeout_ms = timeout_ms };
-	char *a = lp_rec(t, what, lp_call(t, LP_IOC_TXN_COMMIT, &c));
+	char *a = lpu_rec(t, what, lpu_call(t, LP_IOC_TXN_COMMIT, &c));
 
 	if (a)
-		snprintf(a, LP_ANSWER, "0 tid=%llu updates=%u credits=%u",
+		snprintf(a, LPU_ANSWER, "0 tid=%llu updates=%u credits=%u",
 			 c.tid, c.updates, c.credits);
 }
 
 /* TXN_STAT: whether a START waited, not how long (a time). */
-static void lp_txn_stat(struct lp_transcript *t, const char *what)
+static void lpu_txn_stat(struct lpu_transcript *t, const char *what)
 {
 	struct lp_txn_stat s = { 0 };
-	char *a = lp_rec(t, what, lp_call(t, LP_IOC_TXN_STAT, &s));
+	char *a = lpu_rec(t, what, lpu_call(t, LP_IOC_TXN_STAT, &s));
 
 	if (a)
-		snprintf(a, LP_ANSWER,
+		snprintf(a, LPU_ANSWER,
 			 "0 %s state=%u tid=%llu updates=%u credits=%u/%u handles=%u committed=%llu late=%llu waited=%s over=%llu hwm=%u",
 			 s.flavor < LP_TXN_FLAVOR_COUNT ?
 			 txn_flavor_names[s.flavor] : "?",
@@ -520,89 +523,89 @@ static void lp_txn_stat(struct lp_transcript *t, const char *what)
  * A flavor: a root and a child, every way to take and drop a reference,
  * every errno a flavor can answer, a cascade of two.
  */
-static void lp_script_flavor(struct lp_transcript *t, unsigned int flavor)
+static void lpu_script_flavor(struct lpu_transcript *t, unsigned int flavor)
 {
 	struct lp_new reserved = { .reserved = { 1 } };
 	__u32 root, child, got, looked, tried, child2;
 	__u64 child_id = 0;
 
-	if (!lp_open(t))
+	if (!lpu_open(t))
 		return;
-	lp_rec(t, "NEW, reserved field set", lp_call(t, LP_IOC_NEW, &reserved));
-	lp_configure(t, "CONFIGURE, unknown flavor", LP_FLAVOR_COUNT, 0);
-	lp_configure(t, "CONFIGURE, max_gadgets 2", flavor, 2);
-	root = lp_new(t, "NEW root", LP_HANDLE_NONE, NULL);
-	child = lp_new(t, "NEW child", root, &child_id);
-	lp_new(t, "NEW beyond max_gadgets", root, NULL);
-	got = lp_get(t, "GET child", child);
-	lp_stat(t, "STAT root", root);
-	lp_stat(t, "STAT child", child);
-	looked = lp_lookup(t, "LOOKUP child", root, child_id);
-	tried = lp_tryget(t, "TRYGET child", child_id);
-	lp_stat(t, "STAT child", child);
-	lp_put(t, "PUT GET's handle", got);
-	lp_put(t, "PUT LOOKUP's handle", looked);
-	lp_put(t, "PUT TRYGET's handle", tried);
-	lp_stat(t, "STAT child", child);
-	lp_put(t, "PUT child", child);
-	lp_stat(t, "STAT root", root);
-	lp_tryget(t, "TRYGET child, gone", child_id);
-	lp_lookup(t, "LOOKUP child, gone", root, child_id);
-	lp_put(t, "PUT child again", child);
-	lp_configure(t, "CONFIGURE after NEW", flavor, 0);
-	lp_arena_stat(t, "ARENA_STAT");
-	lp_run(t, "RUN GET_PUT on root", LP_OP_GET_PUT, root,
-	       LP_DEMO_GET_PUT, 0);
-	lp_stat(t, "STAT root", root);
-	child2 = lp_new(t, "NEW child2", root, NULL);
-	lp_put(t, "PUT root (child2 holds it)", root);
-	lp_stat(t, "STAT child2", child2);
-	lp_put(t, "PUT child2 (and root)", child2);
-	lp_arena_stat(t, "ARENA_STAT");
+	lpu_rec(t, "NEW, reserved field set", lpu_call(t, LP_IOC_NEW, &reserved));
+	lpu_configure(t, "CONFIGURE, unknown flavor", LP_FLAVOR_COUNT, 0);
+	lpu_configure(t, "CONFIGURE, max_gadgets 2", flavor, 2);
+	root = lpu_new(t, "NEW root", LP_HANDLE_NONE, NULL);
+	child = lpu_new(t, "NEW child", root, &child_id);
+	lpu_new(t, "NEW beyond max_gadgets", root, NULL);
+	got = lpu_get(t, "GET child", child);
+	lpu_stat(t, "STAT root", root);
+	lpu_stat(t, "STAT child", child);
+	looked = lpu_lookup(t, "LOOKUP child", root, child_id);
+	tried = lpu_tryget(t, "TRYGET child", child_id);
+	lpu_stat(t, "STAT child", child);
+	lpu_put(t, "PUT GET's handle", got);
+	lpu_put(t, "PUT LOOKUP's handle", looked);
+	lpu_put(t, "PUT TRYGET's handle", tried);
+	lpu_stat(t, "STAT child", child);
+	lpu_put(t, "PUT child", child);
+	lpu_stat(t, "STAT root", root);
+	lpu_tryget(t, "TRYGET child, gone", child_id);
+	lpu_lookup(t, "LOOKUP child, gone", root, child_id);
+	lpu_put(t, "PUT child again", child);
+	lpu_configure(t, "CONFIGURE after NEW", flavor, 0);
+	lpu_arena_stat(t, "ARENA_STAT");
+	lpu_run(t, "RUN GET_PUT on root", LP_OP_GET_PUT, root,
+		LPU_DEMO_GET_PUT, 0);
+	lpu_stat(t, "STAT root", root);
+	child2 = lpu_new(t, "NEW child2", root, NULL);
+	lpu_put(t, "PUT root (child2 holds it)", root);
+	lpu_stat(t, "STAT child2", child2);
+	lpu_put(t, "PUT child2 (and root)", child2);
+	lpu_arena_stat(t, "ARENA_STAT");
 }
 
 /* Operands and limits every op must refuse the same way. */
-static void lp_script_bad_values(struct lp_transcript *t, __u32 op,
-				 __u32 handle)
+static void lpu_script_bad_values(struct lpu_transcript *t, __u32 op,
+				  __u32 handle)
 {
-	lp_rmw(t, "RMW above LP_RMW_VALUE_MAX", op, LP_RMW_VALUE_MAX + 1);
-	lp_run(t, "RUN above LP_RMW_VALUE_MAX", op, handle, 1,
-	       LP_RMW_VALUE_MAX + 1);
-	lp_run(t, "RUN above LP_RUN_MAX_ITERATIONS", op, handle,
-	       LP_RUN_MAX_ITERATIONS + 1, 0);
+	lpu_rmw(t, "RMW above LP_RMW_VALUE_MAX", op, LP_RMW_VALUE_MAX + 1);
+	lpu_run(t, "RUN above LP_RMW_VALUE_MAX", op, handle, 1,
+		LP_RMW_VALUE_MAX + 1);
+	lpu_run(t, "RUN above LP_RUN_MAX_ITERATIONS", op, handle,
+		LP_RUN_MAX_ITERATIONS + 1, 0);
 }
 
 /* An RMW op: fixed operands around a SET, then a short RUN of it. */
-static void lp_script_rmw(struct lp_transcript *t, unsigned int op)
+static void lpu_script_rmw(struct lpu_transcript *t, unsigned int op)
 {
 	static const __u64 values[] = { 5, 3, 9, 0 };
-	char what[LP_WHAT];
+	char what[LPU_WHAT];
 	size_t i;
 
-	if (!lp_open(t))
+	if (!lpu_open(t))
 		return;
-	lp_rmw(t, "SET 7", LP_OP_SET, 7);
+	lpu_rmw(t, "SET 7", LP_OP_SET, 7);
 	for (i = 0; i < ARRAY_SIZE(values); i++) {
 		snprintf(what, sizeof(what), "RMW %llu", values[i]);
-		lp_rmw(t, what, op, values[i]);
+		lpu_rmw(t, what, op, values[i]);
 	}
-	lp_rmw(t, "READ", LP_OP_READ, 0);
-	lp_rmw(t, "SET 0", LP_OP_SET, 0);
-	lp_rmw(t, "RMW 4", op, 4);
-	lp_rmw(t, "SET 1", LP_OP_SET, 1);
-	lp_run(t, "RUN 10 from 100", op, LP_HANDLE_NONE, 10, 100);
-	lp_rmw(t, "RMW 0", op, 0);
-	lp_rmw(t, "READ", LP_OP_READ, 0);
-	lp_rmw(t, "RMW LP_RMW_VALUE_MAX", op, LP_RMW_VALUE_MAX);
-	lp_rmw(t, "READ", LP_OP_READ, 0);
-	lp_script_bad_values(t, op, LP_HANDLE_NONE);
+	lpu_rmw(t, "READ", LP_OP_READ, 0);
+	lpu_rmw(t, "SET 0", LP_OP_SET, 0);
+	lpu_rmw(t, "RMW 4", op, 4);
+	lpu_rmw(t, "SET 1", LP_OP_SET, 1);
+	lpu_run(t, "RUN 10 from 100", op, LP_HANDLE_NONE, 10, 100);
+	lpu_rmw(t, "RMW 0", op, 0);
+	lpu_rmw(t, "READ", LP_OP_READ, 0);
+	lpu_rmw(t, "RMW LP_RMW_VALUE_MAX", op, LP_RMW_VALUE_MAX);
+	lpu_rmw(t, "READ", LP_OP_READ, 0);
+	lpu_script_bad_values(t, op, LP_HANDLE_NONE);
 }
 
 /*
  * A RUN-only gadget op, in every flavor: on a live child, on the newest
  * id, and once the child is gone; then the counts must be back.
  */
-static void lp_script_loop(struct lp_transcript *t, unsigned int op)
+static void lpu_script_loop(struct lpu_transcript *t, unsigned int op)
 {
 	bool by_id = op == LP_OP_LOOKUP_PUT || op == LP_OP_TRYGET_PUT;
 	__u32 root = LP_HANDLE_NONE, child, on;
@@ -610,36 +613,36 @@ static void lp_script_loop(struct lp_transcript *t, unsigned int op)
 	unsigned int f;
 
 	for (f = 0; f < LP_FLAVOR_COUNT; f++) {
-		if (!lp_open(t))
+		if (!lpu_open(t))
 			return;
 		snprintf(t->prefix, sizeof(t->prefix), "%s, ", flavor_names[f]);
-		lp_configure(t, "CONFIGURE", f, 0);
-		root = lp_new(t, "NEW root", LP_HANDLE_NONE, NULL);
-		child = lp_new(t, "NEW child", root, &child_id);
+		lpu_configure(t, "CONFIGURE", f, 0);
+		root = lpu_new(t, "NEW root", LP_HANDLE_NONE, NULL);
+		child = lpu_new(t, "NEW child", root, &child_id);
 		on = op == LP_OP_GET_PUT || op == LP_OP_GET_PUT_REFCOUNT ?
 			child : root;
-		lp_run(t, "RUN", op, on, LP_DEMO_RUN, by_id ? child_id : 0);
+		lpu_run(t, "RUN", op, on, LPU_DEMO_RUN, by_id ? child_id : 0);
 		if (by_id)
-			lp_run(t, "RUN on the newest id", op, on, LP_DEMO_RUN,
-			       LP_ID_NEWEST);
-		lp_stat(t, "STAT root", root);
-		lp_stat(t, "STAT child", child);
-		lp_put(t, "PUT child", child);
-		lp_run(t, "RUN, child gone", op, on, LP_DEMO_RUN,
-		       by_id ? child_id : 0);
-		lp_arena_stat(t, "ARENA_STAT");
+			lpu_run(t, "RUN on the newest id", op, on, LPU_DEMO_RUN,
+				LP_ID_NEWEST);
+		lpu_stat(t, "STAT root", root);
+		lpu_stat(t, "STAT child", child);
+		lpu_put(t, "PUT child", child);
+		lpu_run(t, "RUN, child gone", op, on, LPU_DEMO_RUN,
+			by_id ? child_id : 0);
+		lpu_arena_stat(t, "ARENA_STAT");
 	}
 	t->prefix[0] = '\0';
-	lp_script_bad_values(t, op, root);
+	lpu_script_bad_values(t, op, root);
 }
 
-static void lp_script_floor(struct lp_transcript *t, unsigned int op)
+static void lpu_script_floor(struct lpu_transcript *t, unsigned int op)
 {
-	if (!lp_open(t))
+	if (!lpu_open(t))
 		return;
-	lp_run(t, "RUN", op, LP_HANDLE_NONE, LP_DEMO_RUN, 0);
-	lp_run(t, "RUN 0 times", op, LP_HANDLE_NONE, 0, 0);
-	lp_script_bad_values(t, op, LP_HANDLE_NONE);
+	lpu_run(t, "RUN", op, LP_HANDLE_NONE, LPU_DEMO_RUN, 0);
+	lpu_run(t, "RUN 0 times", op, LP_HANDLE_NONE, 0, 0);
+	lpu_script_bad_values(t, op, LP_HANDLE_NONE);
 }
 
 /*
@@ -647,75 +650,75 @@ static void lp_script_floor(struct lp_transcript *t, unsigned int op)
  * through the ioctls and every TXN errno that needs no second thread,
  * then the RUN loop, which must leave the transaction as it found it.
  */
-static void lp_script_txn(struct lp_transcript *t, unsigned int op)
+static void lpu_script_txn(struct lpu_transcript *t, unsigned int op)
 {
 	__u32 h, h2;
 	unsigned int f;
 
 	for (f = 0; f < LP_TXN_FLAVOR_COUNT; f++) {
-		if (!lp_open(t))
+		if (!lpu_open(t))
 			return;
 		snprintf(t->prefix, sizeof(t->prefix), "%s, ",
 			 txn_flavor_names[f]);
-		lp_txn_configure(t, "TXN_CONFIGURE, 0 credits", f, 0);
-		lp_txn_configure(t, "TXN_CONFIGURE", f, 10);
-		h = lp_txn_start(t, "START", 0);
-		h2 = lp_txn_start(t, "START 2 credits", 2);
-		lp_txn_extend(t, "EXTEND 4", h, 4);
-		lp_txn_extend(t, "EXTEND 4", h2, 4);
-		lp_txn_extend(t, "EXTEND 1, full", h, 1);
-		lp_txn_start(t, "START 1, full", 1);
-		lp_txn_start(t, "START 11, above the limit", 11);
-		lp_txn_start(t, "START above LP_TXN_CREDITS_MAX",
-			     LP_TXN_CREDITS_MAX + 1);
-		lp_txn_extend(t, "EXTEND 0", h, 0);
-		lp_txn_configure(t, "TXN_CONFIGURE, running", f, 20);
-		lp_txn_commit(t, "COMMIT, no wait", 0);
-		lp_txn_stat(t, "TXN_STAT");
-		lp_txn_stop(t, "STOP", h);
-		lp_txn_stop(t, "STOP again", h);
-		lp_txn_stop(t, "STOP", h2);
-		lp_txn_commit(t, "COMMIT", 1000);
-		lp_run(t, "RUN, 5 credits", op, LP_HANDLE_NONE, LP_DEMO_RUN,
-		       5);
-		lp_run(t, "RUN, over the limit", op, LP_HANDLE_NONE,
-		       LP_DEMO_RUN, 11);
-		lp_txn_stat(t, "TXN_STAT");
+		lpu_txn_configure(t, "TXN_CONFIGURE, 0 credits", f, 0);
+		lpu_txn_configure(t, "TXN_CONFIGURE", f, 10);
+		h = lpu_txn_start(t, "START", 0);
+		h2 = lpu_txn_start(t, "START 2 credits", 2);
+		lpu_txn_extend(t, "EXTEND 4", h, 4);
+		lpu_txn_extend(t, "EXTEND 4", h2, 4);
+		lpu_txn_extend(t, "EXTEND 1, full", h, 1);
+		lpu_txn_start(t, "START 1, full", 1);
+		lpu_txn_start(t, "START 11, above the limit", 11);
+		lpu_txn_start(t, "START above LP_TXN_CREDITS_MAX",
+			      LP_TXN_CREDITS_MAX + 1);
+		lpu_txn_extend(t, "EXTEND 0", h, 0);
+		lpu_txn_configure(t, "TXN_CONFIGURE, running", f, 20);
+		lpu_txn_commit(t, "COMMIT, no wait", 0);
+		lpu_txn_stat(t, "TXN_STAT");
+		lpu_txn_stop(t, "STOP", h);
+		lpu_txn_stop(t, "STOP again", h);
+		lpu_txn_stop(t, "STOP", h2);
+		lpu_txn_commit(t, "COMMIT", 1000);
+		lpu_run(t, "RUN, 5 credits", op, LP_HANDLE_NONE, LPU_DEMO_RUN,
+			5);
+		lpu_run(t, "RUN, over the limit", op, LP_HANDLE_NONE,
+			LPU_DEMO_RUN, 11);
+		lpu_txn_stat(t, "TXN_STAT");
 	}
 	t->prefix[0] = '\0';
-	lp_run(t, "RUN above LP_RUN_MAX_ITERATIONS", op, LP_HANDLE_NONE,
-	       LP_RUN_MAX_ITERATIONS + 1, 1);
-	lp_run(t, "RUN, value 0", op, LP_HANDLE_NONE, 1, 0);
+	lpu_run(t, "RUN above LP_RUN_MAX_ITERATIONS", op, LP_HANDLE_NONE,
+		LP_RUN_MAX_ITERATIONS + 1, 1);
+	lpu_run(t, "RUN, value 0", op, LP_HANDLE_NONE, 1, 0);
 }
 
 /* Run @row's script on a fresh open() of @dev into @t. */
-static void lp_script(struct lp_transcript *t, const char *dev,
-		      const struct lp_row *row)
+static void lpu_script(struct lpu_transcript *t, const char *dev,
+		       const struct lpu_row *row)
 {
 	memset(t, 0, sizeof(*t));
 	t->dev = dev;
 	t->fd = -1;
 	if (!row->is_op)
-		lp_script_flavor(t, row->which);
+		lpu_script_flavor(t, row->which);
 	else if (row->which <= LP_OP_READ)
-		lp_script_rmw(t, row->which);
+		lpu_script_rmw(t, row->which);
 	else if (row->which == LP_OP_ATOMIC_FLOOR ||
 		 row->which == LP_OP_EMPTY)
-		lp_script_floor(t, row->which);
+		lpu_script_floor(t, row->which);
 	else if (row->which == LP_OP_TXN_START_STOP ||
 		 row->which == LP_OP_TXN_EXTEND)
-		lp_script_txn(t, row->which);
+		lpu_script_txn(t, row->which);
 	else
-		lp_script_loop(t, row->which);
+		lpu_script_loop(t, row->which);
 	if (t->fd >= 0)
 		close(t->fd);
 }
 
 /* Whether @c and @r are the same; if not, @why says where they part. */
-static bool lp_same(const struct lp_transcript *c,
-		    const struct lp_transcript *r, char *why, size_t len)
+static bool lpu_same(const struct lpu_transcript *c,
+		     const struct lpu_transcript *r, char *why, size_t len)
 {
-	const struct lp_transcript *bad = c->open_err ? c : r;
+	const struct lpu_transcript *bad = c->open_err ? c : r;
 	int i;
 
 	if (c->open_err || r->open_err) {
@@ -724,7 +727,7 @@ static bool lp_same(const struct lp_transcript *c,
 		return false;
 	}
 	if (c->full || r->full) {
-		snprintf(why, len, "the script outgrew LP_STEPS or LP_SYMS: raise them");
+		snprintf(why, len, "the script outgrew LPU_STEPS or LPU_SYMS: raise them");
 		return false;
 	}
 	for (i = 0; i < c->steps && i < r->steps; i++) {
@@ -747,16 +750,16 @@ static bool lp_same(const struct lp_transcript *c,
 /* ---- the report -------------------------------------------------------- */
 
 /* Columns: row name, C API, Rust API, verdict; ~110 characters wide. */
-#define LP_ROW_FMT	"%-22s%-32s%-48s%s\n"
+#define LPU_ROW_FMT	"%-22s%-32s%-48s%s\n"
 /* Columns of the identify header: what, /dev/lockless_c, /dev/lockless_rust. */
-#define LP_ID_FMT	"%-22s%-28s%s\n"
+#define LPU_ID_FMT	"%-22s%-28s%s\n"
 
-struct lp_answer {
+struct lpu_answer {
 	int err;
 	struct lp_identify id;
 };
 
-static void lp_identify(const char *path, struct lp_answer *a)
+static void lpu_identify(const char *path, struct lpu_answer *a)
 {
 	int fd = open(path, O_RDWR | O_CLOEXEC);
 
@@ -771,8 +774,8 @@ static void lp_identify(const char *path, struct lp_answer *a)
 }
 
 /* "3 of 6" implemented, or "-" for a device that did not answer. */
-static void lp_count(const struct lp_answer *a, unsigned long long mask,
-		     int all, char *buf, size_t len)
+static void lpu_count(const struct lpu_answer *a, unsigned long long mask,
+		      int all, char *buf, size_t len)
 {
 	if (a->err)
 		snprintf(buf, len, "-");
@@ -780,43 +783,43 @@ static void lp_count(const struct lp_answer *a, unsigned long long mask,
 		snprintf(buf, len, "%d of %d", __builtin_popcountll(mask), all);
 }
 
-static void lp_print_identify(const struct lp_answer *c,
-			      const struct lp_answer *r)
+static void lpu_print_identify(const struct lpu_answer *c,
+			       const struct lpu_answer *r)
 {
-	char cs[LP_SYM], rs[LP_SYM];
+	char cs[LPU_SYM], rs[LPU_SYM];
 
-	printf(LP_ID_FMT, "", LP_DEV_C, LP_DEV_RUST);
-	printf(LP_ID_FMT, "module",
+	printf(LPU_ID_FMT, "", LP_DEV_C, LP_DEV_RUST);
+	printf(LPU_ID_FMT, "module",
 	       c->err ? strerror(c->err) : c->id.name,
 	       r->err ? strerror(r->err) : r->id.name);
 	snprintf(cs, sizeof(cs), "%u", c->id.abi_version);
 	snprintf(rs, sizeof(rs), "%u", r->id.abi_version);
-	printf(LP_ID_FMT, "ABI version", c->err ? "-" : cs, r->err ? "-" : rs);
-	lp_count(c, c->id.flavors, LP_FLAVOR_COUNT, cs, sizeof(cs));
-	lp_count(r, r->id.flavors, LP_FLAVOR_COUNT, rs, sizeof(rs));
-	printf(LP_ID_FMT, "flavors implemented", cs, rs);
-	lp_count(c, c->id.ops, LP_OP_COUNT, cs, sizeof(cs));
-	lp_count(r, r->id.ops, LP_OP_COUNT, rs, sizeof(rs));
-	printf(LP_ID_FMT, "ops implemented", cs, rs);
-	lp_count(c, c->id.txn_flavors, LP_TXN_FLAVOR_COUNT, cs, sizeof(cs));
-	lp_count(r, r->id.txn_flavors, LP_TXN_FLAVOR_COUNT, rs, sizeof(rs));
-	printf(LP_ID_FMT, "txn flavors implemented", cs, rs);
+	printf(LPU_ID_FMT, "ABI version", c->err ? "-" : cs, r->err ? "-" : rs);
+	lpu_count(c, c->id.flavors, LP_FLAVOR_COUNT, cs, sizeof(cs));
+	lpu_count(r, r->id.flavors, LP_FLAVOR_COUNT, rs, sizeof(rs));
+	printf(LPU_ID_FMT, "flavors implemented", cs, rs);
+	lpu_count(c, c->id.ops, LP_OP_COUNT, cs, sizeof(cs));
+	lpu_count(r, r->id.ops, LP_OP_COUNT, rs, sizeof(rs));
+	printf(LPU_ID_FMT, "ops implemented", cs, rs);
+	lpu_count(c, c->id.txn_flavors, LP_TXN_FLAVOR_COUNT, cs, sizeof(cs));
+	lpu_count(r, r->id.txn_flavors, LP_TXN_FLAVOR_COUNT, rs, sizeof(rs));
+	printf(LPU_ID_FMT, "txn flavors implemented", cs, rs);
 }
 
 /* Run @row on both devices and print its line. Return: true if the same. */
-static bool lp_print_row(const struct lp_row *row)
+static bool lpu_print_row(const struct lpu_row *row)
 {
-	static struct lp_transcript c, rust;
-	char why[2 * LP_WHAT + 2 * LP_ANSWER];
+	static struct lpu_transcript c, rust;
+	char why[2 * LPU_WHAT + 2 * LPU_ANSWER];
 	const char *verdict = "same";
 	bool same;
 
-	lp_script(&c, LP_DEV_C, row);
-	lp_script(&rust, LP_DEV_RUST, row);
-	same = lp_same(&c, &rust, why, sizeof(why));
+	lpu_script(&c, LP_DEV_C, row);
+	lpu_script(&rust, LP_DEV_RUST, row);
+	same = lpu_same(&c, &rust, why, sizeof(why));
 	if (!same)
 		verdict = c.open_err || rust.open_err ? "-" : "DIFFERS";
-	printf(LP_ROW_FMT,
+	printf(LPU_ROW_FMT,
 	       row->is_op ? op_names[row->which] : flavor_names[row->which],
 	       row->c_api, row->rust_api, verdict);
 	if (!same)
@@ -826,31 +829,31 @@ static bool lp_print_row(const struct lp_row *row)
 
 int main(void)
 {
-	struct lp_answer c, rust;
+	struct lpu_answer c, rust;
 	int differ = 0;
 	size_t i, n;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	lp_identify(LP_DEV_C, &c);
-	lp_identify(LP_DEV_RUST, &rust);
-	lp_print_identify(&c, &rust);
+	lpu_identify(LP_DEV_C, &c);
+	lpu_identify(LP_DEV_RUST, &rust);
+	lpu_print_identify(&c, &rust);
 
 	printf("\nEach row: one short script on a fresh open() of each device, every answer\n");
 	printf("compared (errnos, refcounts, released counts, arena counters, RMW and RUN\n");
 	printf("results; handles and ids by the order received, never times).\n");
-	for (i = 0; i < ARRAY_SIZE(lp_rows); i++) {
-		if (i == 0 || lp_rows[i].is_op != lp_rows[i - 1].is_op)
-			printf("\n" LP_ROW_FMT, lp_rows[i].is_op ? "op" : "flavor",
+	for (i = 0; i < ARRAY_SIZE(lpu_rows); i++) {
+		if (i == 0 || lpu_rows[i].is_op != lpu_rows[i - 1].is_op)
+			printf("\n" LPU_ROW_FMT, lpu_rows[i].is_op ? "op" : "flavor",
 			       "C API", "Rust API", "C vs Rust");
-		differ += !lp_print_row(&lp_rows[i]);
-		if (!lp_rows[i].is_op && i + 1 < ARRAY_SIZE(lp_rows) &&
-		    lp_rows[i + 1].is_op)
-			for (n = 0; n < ARRAY_SIZE(lp_tryget_note); n++)
-				printf("    %s\n", lp_tryget_note[n]);
+		differ += !lpu_print_row(&lpu_rows[i]);
+		if (!lpu_rows[i].is_op && i + 1 < ARRAY_SIZE(lpu_rows) &&
+		    lpu_rows[i + 1].is_op)
+			for (n = 0; n < ARRAY_SIZE(lpu_tryget_note); n++)
+				printf("    %s\n", lpu_tryget_note[n]);
 	}
 
-	printf("\nC vs Rust: %zu of %zu rows the same", ARRAY_SIZE(lp_rows) - differ,
-	       ARRAY_SIZE(lp_rows));
+	printf("\nC vs Rust: %zu of %zu rows the same", ARRAY_SIZE(lpu_rows) - differ,
+	       ARRAY_SIZE(lpu_rows));
 	if (differ)
 		printf(", %d differ (the first difference is under each)", differ);
 	printf("\n");

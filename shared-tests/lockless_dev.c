@@ -48,7 +48,7 @@ FIXTURE_SETUP(dev)
 	ASSERT_LE(0, self->fd) TH_LOG("open %s: %s (is %s.ko loaded?)",
 				      variant->path, strerror(errno),
 				      variant->module);
-	ASSERT_EQ(0, lp_identify(self->fd, &self->id));
+	ASSERT_EQ(0, lpu_identify(self->fd, &self->id));
 }
 
 FIXTURE_TEARDOWN(dev)
@@ -102,16 +102,16 @@ struct rmw_shared {
 
 static void *rmw_thread(void *arg)
 {
-	struct lp_thread *t = arg;
+	struct lpu_thread *t = arg;
 	struct rmw_shared *sh = t->shared;
 	__u32 s = sh->seed + 7919 * (t->index + 1);
 	struct lp_rmw r;
 	__u64 v, max = 0;
 	int i;
 
-	for (i = 0; i < LP_RMW_VALUES; i++) {
+	for (i = 0; i < LPU_RMW_VALUES; i++) {
 		v = rnd(&s) & LP_RMW_VALUE_MAX;
-		if (lp_rmw(sh->fd, sh->op, v, &r))
+		if (lpu_rmw(sh->fd, sh->op, v, &r))
 			__atomic_fetch_add(&sh->errors, 1, __ATOMIC_RELAXED);
 		if (v > max)
 			max = v;
@@ -120,7 +120,7 @@ static void *rmw_thread(void *arg)
 	return NULL;
 }
 
-/* Run @op from T threads x LP_RMW_VALUES values; returns the errors. */
+/* Run @op from T threads x LPU_RMW_VALUES values; returns the errors. */
 static int rmw_storm(int fd, __u32 op, unsigned int seed, __u64 *true_max)
 {
 	struct rmw_shared sh = { .fd = fd, .op = op, .seed = seed };
@@ -136,7 +136,7 @@ static int rmw_storm(int fd, __u32 op, unsigned int seed, __u64 *true_max)
 	return sh.errors;
 }
 
-TEST_F_TIMEOUT(dev, max_ops_end_at_true_maximum, LP_SLOW_TIMEOUT)
+TEST_F_TIMEOUT(dev, max_ops_end_at_true_maximum, LPU_SLOW_TIMEOUT)
 {
 	static const __u32 ops[] = {
 		LP_OP_MAX_CMPXCHG, LP_OP_MAX_JBD2, LP_OP_MAX_LOCKED,
@@ -150,10 +150,10 @@ TEST_F_TIMEOUT(dev, max_ops_end_at_true_maximum, LP_SLOW_TIMEOUT)
 		  1ull << LP_OP_MAX_LOCKED | 1ull << LP_OP_SET))
 		return;
 	for (i = 0; i < 3; i++) {
-		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_SET, 0, &r));
+		ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_SET, 0, &r));
 		EXPECT_EQ(0, rmw_storm(self->fd, ops[i], 42 + i, &max));
 		/* A MAX with operand 0 reads the op's own copy. */
-		ASSERT_EQ(0, lp_rmw(self->fd, ops[i], 0, &r));
+		ASSERT_EQ(0, lpu_rmw(self->fd, ops[i], 0, &r));
 		EXPECT_EQ(max, r.old) TH_LOG("%s", op_names[ops[i]]);
 		EXPECT_EQ(max, r.new) TH_LOG("%s", op_names[ops[i]]);
 	}
@@ -171,20 +171,20 @@ struct chain_shared {
 	__u32 op;
 	int threads;
 	int errors;
-	struct lp_rmw *log;	/* LP_CHAIN_VALUES per thread */
+	struct lp_rmw *log;	/* LPU_CHAIN_VALUES per thread */
 };
 
 static void *chain_thread(void *arg)
 {
-	struct lp_thread *t = arg;
+	struct lpu_thread *t = arg;
 	struct chain_shared *sh = t->shared;
-	struct lp_rmw *log = sh->log + (size_t)t->index * LP_CHAIN_VALUES;
+	struct lp_rmw *log = sh->log + (size_t)t->index * LPU_CHAIN_VALUES;
 	int i;
 
-	for (i = 0; i < LP_CHAIN_VALUES; i++) {
+	for (i = 0; i < LPU_CHAIN_VALUES; i++) {
 		__u64 v = (__u64)i * sh->threads + t->index + 1;
 
-		if (lp_rmw(sh->fd, sh->op, v, &log[i]))
+		if (lpu_rmw(sh->fd, sh->op, v, &log[i]))
 			__atomic_fetch_add(&sh->errors, 1, __ATOMIC_RELAXED);
 		log[i].value = v;
 	}
@@ -198,7 +198,7 @@ static int cmp_new(const void *a, const void *b)
 	return x->new < y->new ? -1 : x->new > y->new;
 }
 
-TEST_F_TIMEOUT(dev, max_ops_store_an_unbroken_chain, LP_SLOW_TIMEOUT)
+TEST_F_TIMEOUT(dev, max_ops_store_an_unbroken_chain, LPU_SLOW_TIMEOUT)
 {
 	static const __u32 ops[] = {
 		LP_OP_MAX_CMPXCHG, LP_OP_MAX_JBD2, LP_OP_MAX_LOCKED,
@@ -214,7 +214,7 @@ TEST_F_TIMEOUT(dev, max_ops_store_an_unbroken_chain, LP_SLOW_TIMEOUT)
 		  1ull << LP_OP_MAX_LOCKED | 1ull << LP_OP_SET))
 		return;
 	sh.threads = nr_cpus() > 64 ? 64 : nr_cpus();
-	n = (size_t)sh.threads * LP_CHAIN_VALUES;
+	n = (size_t)sh.threads * LPU_CHAIN_VALUES;
 	sh.log = calloc(n, sizeof(*sh.log));
 	stores = calloc(n, sizeof(*stores));
 	ASSERT_NE(NULL, sh.log);
@@ -222,7 +222,7 @@ TEST_F_TIMEOUT(dev, max_ops_store_an_unbroken_chain, LP_SLOW_TIMEOUT)
 	for (k = 0; k < 3; k++) {
 		sh.op = ops[k];
 		sh.errors = 0;
-		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_SET, 0, &r));
+		ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_SET, 0, &r));
 		run_threads(sh.threads, chain_thread, &sh);
 		EXPECT_EQ(0, sh.errors);
 		nstores = 0;
@@ -242,7 +242,7 @@ TEST_F_TIMEOUT(dev, max_ops_store_an_unbroken_chain, LP_SLOW_TIMEOUT)
 		}
 		EXPECT_EQ(0, breaks) TH_LOG("%s: %zu of %zu stores do not chain",
 					    op_names[ops[k]], breaks, nstores);
-		ASSERT_EQ(0, lp_rmw(self->fd, ops[k], 0, &r));
+		ASSERT_EQ(0, lpu_rmw(self->fd, ops[k], 0, &r));
 		EXPECT_EQ(prev, r.old) TH_LOG("%s", op_names[ops[k]]);
 		EXPECT_EQ(n, r.old) TH_LOG("%s", op_names[ops[k]]);
 		TH_LOG("%s: %zu stores, %llu failed cmpxchg", op_names[ops[k]],
@@ -263,9 +263,9 @@ TEST_F_TIMEOUT(dev, max_ops_store_an_unbroken_chain, LP_SLOW_TIMEOUT)
  * run.broken), which a loop that gives up on a failed cmpxchg breaks.
  *
  * A race that produced no failed cmpxchg proved nothing, so the CAS ops
- * must lose at least LP_MIN_CONTENDED cmpxchg races: they keep running
+ * must lose at least LPU_MIN_CONTENDED cmpxchg races: they keep running
  * chunks (at least rmw_run ops per thread) until they have, within
- * LP_CONTEND_BOUND seconds. Under TCG (4 vCPUs time-sliced on 2 host
+ * LPU_CONTEND_BOUND seconds. Under TCG (4 vCPUs time-sliced on 2 host
  * cores) MAX ops racing each other rarely collide: whoever is behind
  * skips cheaply, so one thread mostly stores alone. MAX_CMPXCHG therefore
  * races FETCH_INC_CMPXCHG on the same atomic_t: half the threads feed the
@@ -274,9 +274,9 @@ TEST_F_TIMEOUT(dev, max_ops_store_an_unbroken_chain, LP_SLOW_TIMEOUT)
  * increment the variable under it. Both only raise it, so the max's
  * postcondition still holds, and the deltas of both ops add up.
  */
-#define LP_RMW_CHUNK		5000
-#define LP_CONTEND_BOUND	60
-#define LP_MAX_GAP		16
+#define LPU_RMW_CHUNK		5000
+#define LPU_CONTEND_BOUND	60
+#define LPU_MAX_GAP		16
 
 struct telescope {
 	int fd;
@@ -296,20 +296,20 @@ static void telescope_partner(struct telescope *sh)
 	struct lp_run run;
 
 	while (__atomic_load_n(&sh->stopped, __ATOMIC_ACQUIRE) < sh->n) {
-		if (lp_run(sh->fd, sh->partner, 0, LP_RMW_CHUNK, 0, &run) ||
-		    run.completed != LP_RMW_CHUNK) {
+		if (lpu_run(sh->fd, sh->partner, 0, LPU_RMW_CHUNK, 0, &run) ||
+		    run.completed != LPU_RMW_CHUNK) {
 			__atomic_fetch_add(&sh->errors, 1, __ATOMIC_RELAXED);
 			return;
 		}
 		__atomic_fetch_add(&sh->delta, run.delta, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&sh->partner_ops, LP_RMW_CHUNK,
+		__atomic_fetch_add(&sh->partner_ops, LPU_RMW_CHUNK,
 				   __ATOMIC_RELAXED);
 	}
 }
 
 static void *telescope_thread(void *arg)
 {
-	struct lp_thread *t = arg;
+	struct lpu_thread *t = arg;
 	struct telescope *sh = t->shared;
 	__u64 step = sh->gap * sh->n;
 	unsigned long long j, done = 0;
@@ -323,19 +323,19 @@ static void *telescope_thread(void *arg)
 	for (j = 0;; j++) {
 		if (done >= sizes.rmw_run &&
 		    (!sh->cas || __atomic_load_n(&sh->failed, __ATOMIC_RELAXED) >=
-				 LP_MIN_CONTENDED))
+				 LPU_MIN_CONTENDED))
 			break;
-		base = 1 + t->index * sh->gap + j * LP_RMW_CHUNK * step;
-		if (now_s() - sh->t0 > LP_CONTEND_BOUND ||
-		    base + (LP_RMW_CHUNK - 1) * step > LP_RMW_VALUE_MAX)
+		base = 1 + t->index * sh->gap + j * LPU_RMW_CHUNK * step;
+		if (now_s() - sh->t0 > LPU_CONTEND_BOUND ||
+		    base + (LPU_RMW_CHUNK - 1) * step > LP_RMW_VALUE_MAX)
 			break;
-		if (lp_run(sh->fd, sh->op, step, LP_RMW_CHUNK, base, &run) ||
-		    run.completed != LP_RMW_CHUNK) {
+		if (lpu_run(sh->fd, sh->op, step, LPU_RMW_CHUNK, base, &run) ||
+		    run.completed != LPU_RMW_CHUNK) {
 			__atomic_fetch_add(&sh->errors, 1, __ATOMIC_RELAXED);
 			break;
 		}
-		last = base + (LP_RMW_CHUNK - 1) * step;
-		done += LP_RMW_CHUNK;
+		last = base + (LPU_RMW_CHUNK - 1) * step;
+		done += LPU_RMW_CHUNK;
 		__atomic_fetch_add(&sh->delta, run.delta, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&sh->failed, run.failed, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&sh->broken, run.broken, __ATOMIC_RELAXED);
@@ -357,7 +357,7 @@ static bool is_max_op(__u32 op)
 	       op == LP_OP_MAX_LOCKED;
 }
 
-TEST_F_TIMEOUT(dev, rmw_ops_in_kernel_races_lose_no_update, LP_SLOW_TIMEOUT)
+TEST_F_TIMEOUT(dev, rmw_ops_in_kernel_races_lose_no_update, LPU_SLOW_TIMEOUT)
 {
 	static const struct {
 		__u32 op;
@@ -390,20 +390,20 @@ TEST_F_TIMEOUT(dev, rmw_ops_in_kernel_races_lose_no_update, LP_SLOW_TIMEOUT)
 		sh.partner = ops[k].partner;
 		sh.cas = ops[k].cas;
 		sh.n = sh.partner ? n / 2 : n;
-		sh.gap = sh.partner ? LP_MAX_GAP : 1;
-		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_SET, 1, &r));
+		sh.gap = sh.partner ? LPU_MAX_GAP : 1;
+		ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_SET, 1, &r));
 		sh.t0 = now_s();
 		run_threads(n, telescope_thread, &sh);
 		EXPECT_EQ(0, sh.errors) TH_LOG("%s", name);
 		if (is_max_op(sh.op)) {
-			ASSERT_EQ(0, lp_rmw(self->fd, sh.op, 0, &r));
+			ASSERT_EQ(0, lpu_rmw(self->fd, sh.op, 0, &r));
 			/* The partner's increments may raise it further. */
 			EXPECT_TRUE(sh.partner ? r.old >= sh.last : r.old == sh.last)
 				TH_LOG("%s: ends at %llu, the largest operand was %llu",
 				       name, (unsigned long long)r.old,
 				       (unsigned long long)sh.last);
 		} else {
-			ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_READ, 0, &r));
+			ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_READ, 0, &r));
 			EXPECT_EQ(1 + sh.ops, r.old) TH_LOG("%s", name);
 		}
 		final = r.old;
@@ -415,7 +415,7 @@ TEST_F_TIMEOUT(dev, rmw_ops_in_kernel_races_lose_no_update, LP_SLOW_TIMEOUT)
 			TH_LOG("%s: %llu ops left the variable below their operand",
 			       name, (unsigned long long)sh.broken);
 		if (sh.cas)
-			EXPECT_LE(LP_MIN_CONTENDED, sh.failed)
+			EXPECT_LE(LPU_MIN_CONTENDED, sh.failed)
 				TH_LOG("%s: the race never happened", name);
 		TH_LOG("%s: %d threads, %llu ops in %.1f s, %llu failed cmpxchg%s",
 		       name, sh.n, (unsigned long long)sh.ops, now_s() - sh.t0,
@@ -437,20 +437,20 @@ TEST_F(dev, max_ops_report_old_and_new)
 		  1ull << LP_OP_MAX_LOCKED | 1ull << LP_OP_SET))
 		return;
 	for (i = 0; i < 3; i++) {
-		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_SET, 10, &r));
-		ASSERT_EQ(0, lp_rmw(self->fd, ops[i], 5, &r));
+		ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_SET, 10, &r));
+		ASSERT_EQ(0, lpu_rmw(self->fd, ops[i], 5, &r));
 		EXPECT_EQ(10, r.old);
 		EXPECT_EQ(10, r.new);
-		ASSERT_EQ(0, lp_rmw(self->fd, ops[i], 20, &r));
+		ASSERT_EQ(0, lpu_rmw(self->fd, ops[i], 20, &r));
 		EXPECT_EQ(10, r.old);
 		EXPECT_EQ(20, r.new);
-		ASSERT_EQ(0, lp_rmw(self->fd, ops[i], LP_RMW_VALUE_MAX, &r));
+		ASSERT_EQ(0, lpu_rmw(self->fd, ops[i], LP_RMW_VALUE_MAX, &r));
 		EXPECT_EQ(20, r.old);
 		EXPECT_EQ(LP_RMW_VALUE_MAX, r.new);
 	}
 }
 
-TEST_F_TIMEOUT(dev, max_locked_and_max_cmpxchg_agree, LP_SLOW_TIMEOUT)
+TEST_F_TIMEOUT(dev, max_locked_and_max_cmpxchg_agree, LPU_SLOW_TIMEOUT)
 {
 	struct lp_rmw a, b;
 	__u32 s = 12345;
@@ -462,12 +462,12 @@ TEST_F_TIMEOUT(dev, max_locked_and_max_cmpxchg_agree, LP_SLOW_TIMEOUT)
 		  1ull << LP_OP_SET))
 		return;
 	/* One thread: the same sequence gives the same old/new at each step. */
-	ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_SET, 0, &a));
-	for (i = 0; i < LP_RMW_VALUES; i++) {
+	ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_SET, 0, &a));
+	for (i = 0; i < LPU_RMW_VALUES; i++) {
 		__u64 v = rnd(&s) & LP_RMW_VALUE_MAX;
 
-		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_MAX_LOCKED, v, &a));
-		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_MAX_CMPXCHG, v, &b));
+		ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_MAX_LOCKED, v, &a));
+		ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_MAX_CMPXCHG, v, &b));
 		EXPECT_EQ(a.old, b.old);
 		EXPECT_EQ(a.new, b.new);
 		if (a.old != b.old || a.new != b.new)
@@ -478,17 +478,17 @@ TEST_F_TIMEOUT(dev, max_locked_and_max_cmpxchg_agree, LP_SLOW_TIMEOUT)
 	 * own copy must end at the operands' maximum, and so at the same
 	 * value as the other op's.
 	 */
-	ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_SET, 0, &a));
+	ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_SET, 0, &a));
 	EXPECT_EQ(0, rmw_storm(self->fd, LP_OP_MAX_LOCKED, 99, &max));
 	EXPECT_EQ(0, rmw_storm(self->fd, LP_OP_MAX_CMPXCHG, 99, &max));
-	ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_MAX_LOCKED, 0, &a));
-	ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_MAX_CMPXCHG, 0, &b));
+	ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_MAX_LOCKED, 0, &a));
+	ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_MAX_CMPXCHG, 0, &b));
 	EXPECT_EQ(a.new, b.new) TH_LOG("MAX_LOCKED and MAX_CMPXCHG stored different maxima");
 	EXPECT_EQ(max, a.new) TH_LOG("MAX_LOCKED");
 	EXPECT_EQ(max, b.new) TH_LOG("MAX_CMPXCHG");
 }
 
-TEST_F_TIMEOUT(dev, fetch_inc_counts_every_increment, LP_SLOW_TIMEOUT)
+TEST_F_TIMEOUT(dev, fetch_inc_counts_every_increment, LPU_SLOW_TIMEOUT)
 {
 	struct lp_rmw r;
 	__u64 max;
@@ -497,16 +497,16 @@ TEST_F_TIMEOUT(dev, fetch_inc_counts_every_increment, LP_SLOW_TIMEOUT)
 		  1ull << LP_OP_FETCH_INC_CMPXCHG | 1ull << LP_OP_SET |
 		  1ull << LP_OP_READ))
 		return;
-	ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_SET, 0, &r));
+	ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_SET, 0, &r));
 	EXPECT_EQ(0, rmw_storm(self->fd, LP_OP_FETCH_INC_CMPXCHG, 1, &max));
-	ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_READ, 0, &r));
-	EXPECT_EQ((__u64)nr_cpus() * LP_RMW_VALUES, r.old);
-	ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_FETCH_INC_CMPXCHG, 0, &r));
+	ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_READ, 0, &r));
+	EXPECT_EQ((__u64)nr_cpus() * LPU_RMW_VALUES, r.old);
+	ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_FETCH_INC_CMPXCHG, 0, &r));
 	EXPECT_EQ(r.old + 1, r.new);
 }
 
 TEST_F_TIMEOUT(dev, inc_not_zero_keeps_zero_and_counts_from_nonzero,
-	       LP_SLOW_TIMEOUT)
+	       LPU_SLOW_TIMEOUT)
 {
 	static const __u32 ops[] = {
 		LP_OP_INC_NOT_ZERO_CMPXCHG, LP_OP_INC_NOT_ZERO_TRY_CMPXCHG,
@@ -521,15 +521,15 @@ TEST_F_TIMEOUT(dev, inc_not_zero_keeps_zero_and_counts_from_nonzero,
 		  1ull << LP_OP_READ))
 		return;
 	for (i = 0; i < 2; i++) {
-		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_SET, 0, &r));
+		ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_SET, 0, &r));
 		EXPECT_EQ(0, rmw_storm(self->fd, ops[i], 3, &max));
-		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_READ, 0, &r));
+		ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_READ, 0, &r));
 		EXPECT_EQ(0, r.old) TH_LOG("%s", op_names[ops[i]]);
 
-		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_SET, 1, &r));
+		ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_SET, 1, &r));
 		EXPECT_EQ(0, rmw_storm(self->fd, ops[i], 3, &max));
-		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_READ, 0, &r));
-		EXPECT_EQ(1 + (__u64)nr_cpus() * LP_RMW_VALUES, r.old)
+		ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_READ, 0, &r));
+		EXPECT_EQ(1 + (__u64)nr_cpus() * LPU_RMW_VALUES, r.old)
 			TH_LOG("%s", op_names[ops[i]]);
 	}
 }
@@ -552,7 +552,7 @@ struct inz_race {
 
 static void *inz_race_thread(void *arg)
 {
-	struct lp_thread *t = arg;
+	struct lpu_thread *t = arg;
 	struct inz_race *sh = t->shared;
 	struct lp_run run;
 	struct lp_rmw r;
@@ -562,18 +562,18 @@ static void *inz_race_thread(void *arg)
 
 		/* Wait until the loops are well under way, then zero it. */
 		do {
-			if (lp_rmw(sh->fd, LP_OP_READ, 0, &r) ||
+			if (lpu_rmw(sh->fd, LP_OP_READ, 0, &r) ||
 			    now_s() - t0 > 60) {
 				__atomic_fetch_add(&sh->errors, 1, __ATOMIC_RELAXED);
 				break;
 			}
 		} while (r.old < sizes.rmw_run / 4);
-		if (lp_rmw(sh->fd, LP_OP_SET, 0, &r))
+		if (lpu_rmw(sh->fd, LP_OP_SET, 0, &r))
 			__atomic_fetch_add(&sh->errors, 1, __ATOMIC_RELAXED);
 		sh->set_old = r.old;
 		return NULL;
 	}
-	if (lp_run(sh->fd, sh->op, 0, sizes.rmw_run, 0, &run) ||
+	if (lpu_run(sh->fd, sh->op, 0, sizes.rmw_run, 0, &run) ||
 	    run.completed != sizes.rmw_run)
 		__atomic_fetch_add(&sh->errors, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&sh->delta, run.delta, __ATOMIC_RELAXED);
@@ -581,7 +581,7 @@ static void *inz_race_thread(void *arg)
 }
 
 TEST_F_TIMEOUT(dev, inc_not_zero_never_revives_a_zero_set_mid_race,
-	       LP_SLOW_TIMEOUT)
+	       LPU_SLOW_TIMEOUT)
 {
 	static const __u32 ops[] = {
 		LP_OP_INC_NOT_ZERO_CMPXCHG, LP_OP_INC_NOT_ZERO_TRY_CMPXCHG,
@@ -601,10 +601,10 @@ TEST_F_TIMEOUT(dev, inc_not_zero_never_revives_a_zero_set_mid_race,
 		sh.errors = 0;
 		sh.delta = 0;
 		sh.set_old = 0;
-		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_SET, 1, &r));
+		ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_SET, 1, &r));
 		run_threads(n, inz_race_thread, &sh);
 		EXPECT_EQ(0, sh.errors) TH_LOG("%s", op_names[ops[i]]);
-		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_READ, 0, &r));
+		ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_READ, 0, &r));
 		EXPECT_EQ(0, r.old) TH_LOG("%s revived a zero", op_names[ops[i]]);
 		EXPECT_EQ(sh.set_old - 1, sh.delta)
 			TH_LOG("%s: %llu increments reported, %llu before the SET",
@@ -631,7 +631,7 @@ TEST_F(dev, run_rmw_ops_complete_and_leave_their_state)
 		   1ull << LP_OP_TXN_START_STOP | 1ull << LP_OP_TXN_EXTEND |
 		   1ull << LP_OP_GET_PUT_REFCOUNT)))
 		return;
-	ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_READ, 0, &r));
+	ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_READ, 0, &r));
 	prev = r.old;
 	for (op = 0; op < LP_OP_COUNT; op++) {
 		if (op == LP_OP_GET_PUT || op == LP_OP_LOOKUP_PUT ||
@@ -639,13 +639,13 @@ TEST_F(dev, run_rmw_ops_complete_and_leave_their_state)
 		    op == LP_OP_TXN_START_STOP || op == LP_OP_TXN_EXTEND ||
 		    op == LP_OP_GET_PUT_REFCOUNT)
 			continue;
-		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_SET, 5, &r));
+		ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_SET, 5, &r));
 		/* SET answers with the value it replaced: the last READ's. */
 		EXPECT_EQ(prev, r.old) TH_LOG("SET after %s", op_names[op]);
 		EXPECT_EQ(5, r.new);
-		ASSERT_EQ(0, lp_run(self->fd, op, 0, LP_RUN_ITERATIONS, 7, &run))
+		ASSERT_EQ(0, lpu_run(self->fd, op, 0, LPU_RUN_ITERATIONS, 7, &run))
 			TH_LOG("%s", op_names[op]);
-		EXPECT_EQ(LP_RUN_ITERATIONS, run.completed)
+		EXPECT_EQ(LPU_RUN_ITERATIONS, run.completed)
 			TH_LOG("%s", op_names[op]);
 		EXPECT_EQ(0, run.broken) TH_LOG("%s", op_names[op]);
 		/*
@@ -659,9 +659,9 @@ TEST_F(dev, run_rmw_ops_complete_and_leave_their_state)
 		else if (op == LP_OP_INC_NOT_ZERO_CMPXCHG ||
 			 op == LP_OP_INC_NOT_ZERO_TRY_CMPXCHG ||
 			 op == LP_OP_FETCH_INC_CMPXCHG)
-			delta = LP_RUN_ITERATIONS;
+			delta = LPU_RUN_ITERATIONS;
 		else
-			delta = 7 + LP_RUN_ITERATIONS - 1 - 5;
+			delta = 7 + LPU_RUN_ITERATIONS - 1 - 5;
 		EXPECT_EQ(delta, run.delta) TH_LOG("%s", op_names[op]);
 		/*
 		 * One thread never loses a cmpxchg race, but jbd2's loop
@@ -669,19 +669,19 @@ TEST_F(dev, run_rmw_ops_complete_and_leave_their_state)
 		 * against its own new value: one per store, and with
 		 * operands value + i every iteration stores.
 		 */
-		EXPECT_EQ(op == LP_OP_MAX_JBD2 ? LP_RUN_ITERATIONS : 0, run.failed)
+		EXPECT_EQ(op == LP_OP_MAX_JBD2 ? LPU_RUN_ITERATIONS : 0, run.failed)
 			TH_LOG("%s (one thread)", op_names[op]);
-		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_READ, 0, &r));
+		ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_READ, 0, &r));
 		switch (op) {
 		case LP_OP_INC_NOT_ZERO_CMPXCHG:
 		case LP_OP_INC_NOT_ZERO_TRY_CMPXCHG:
 		case LP_OP_FETCH_INC_CMPXCHG:
-			EXPECT_EQ(5 + LP_RUN_ITERATIONS, r.old)
+			EXPECT_EQ(5 + LPU_RUN_ITERATIONS, r.old)
 				TH_LOG("%s", op_names[op]);
 			break;
 		case LP_OP_MAX_CMPXCHG:
 		case LP_OP_SET:
-			EXPECT_EQ(7 + LP_RUN_ITERATIONS - 1, r.old)
+			EXPECT_EQ(7 + LPU_RUN_ITERATIONS - 1, r.old)
 				TH_LOG("%s", op_names[op]);
 			break;
 		default:
@@ -691,13 +691,13 @@ TEST_F(dev, run_rmw_ops_complete_and_leave_their_state)
 		prev = r.old;
 	}
 	/* MAX_JBD2 and MAX_LOCKED keep their own copy. */
-	ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_SET, 5, &r));
-	ASSERT_EQ(0, lp_run(self->fd, LP_OP_MAX_JBD2, 0, 10, 9, &run));
-	ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_MAX_JBD2, 0, &r));
+	ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_SET, 5, &r));
+	ASSERT_EQ(0, lpu_run(self->fd, LP_OP_MAX_JBD2, 0, 10, 9, &run));
+	ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_MAX_JBD2, 0, &r));
 	EXPECT_EQ(18, r.new);
 	EXPECT_EQ(18 - 5, run.delta);
-	ASSERT_EQ(0, lp_run(self->fd, LP_OP_MAX_LOCKED, 0, 10, 11, &run));
-	ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_MAX_LOCKED, 0, &r));
+	ASSERT_EQ(0, lpu_run(self->fd, LP_OP_MAX_LOCKED, 0, 10, 11, &run));
+	ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_MAX_LOCKED, 0, &r));
 	EXPECT_EQ(20, r.new);
 	EXPECT_EQ(20 - 5, run.delta);
 }
@@ -725,95 +725,95 @@ TEST_F(dev, bad_input_gets_the_documented_errno)
 		  1u << LP_FLAVOR_LOCKED, 0))
 		return;
 	/* -ENOTTY: unknown ioctl. */
-	EXPECT_EQ(-ENOTTY, lp_call(self->fd, _IOWR(LP_IOC_MAGIC, 0x40, struct lp_new), &n));
+	EXPECT_EQ(-ENOTTY, lpu_call(self->fd, _IOWR(LP_IOC_MAGIC, 0x40, struct lp_new), &n));
 	ASSERT_EQ(0, arena_still_works(self->fd));
 
 	/* -EFAULT: bad user pointer, for every ioctl. */
-	EXPECT_EQ(-EFAULT, lp_call(self->fd, LP_IOC_CONFIGURE, NULL));
-	EXPECT_EQ(-EFAULT, lp_call(self->fd, LP_IOC_NEW, NULL));
-	EXPECT_EQ(-EFAULT, lp_call(self->fd, LP_IOC_GET, NULL));
-	EXPECT_EQ(-EFAULT, lp_call(self->fd, LP_IOC_PUT, NULL));
-	EXPECT_EQ(-EFAULT, lp_call(self->fd, LP_IOC_LOOKUP, NULL));
-	EXPECT_EQ(-EFAULT, lp_call(self->fd, LP_IOC_TRYGET, NULL));
-	EXPECT_EQ(-EFAULT, lp_call(self->fd, LP_IOC_STAT, NULL));
-	EXPECT_EQ(-EFAULT, lp_call(self->fd, LP_IOC_ARENA_STAT, NULL));
-	EXPECT_EQ(-EFAULT, lp_call(self->fd, LP_IOC_RMW, NULL));
-	EXPECT_EQ(-EFAULT, lp_call(self->fd, LP_IOC_RUN, (void *)8));
+	EXPECT_EQ(-EFAULT, lpu_call(self->fd, LP_IOC_CONFIGURE, NULL));
+	EXPECT_EQ(-EFAULT, lpu_call(self->fd, LP_IOC_NEW, NULL));
+	EXPECT_EQ(-EFAULT, lpu_call(self->fd, LP_IOC_GET, NULL));
+	EXPECT_EQ(-EFAULT, lpu_call(self->fd, LP_IOC_PUT, NULL));
+	EXPECT_EQ(-EFAULT, lpu_call(self->fd, LP_IOC_LOOKUP, NULL));
+	EXPECT_EQ(-EFAULT, lpu_call(self->fd, LP_IOC_TRYGET, NULL));
+	EXPECT_EQ(-EFAULT, lpu_call(self->fd, LP_IOC_STAT, NULL));
+	EXPECT_EQ(-EFAULT, lpu_call(self->fd, LP_IOC_ARENA_STAT, NULL));
+	EXPECT_EQ(-EFAULT, lpu_call(self->fd, LP_IOC_RMW, NULL));
+	EXPECT_EQ(-EFAULT, lpu_call(self->fd, LP_IOC_RUN, (void *)8));
 	ASSERT_EQ(0, arena_still_works(self->fd));
 
 	/* -EINVAL: a non-zero reserved field, for every ioctl. */
 	memset(&c, 0, sizeof(c));
 	c.reserved[1] = 1;
-	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_CONFIGURE, &c));
+	EXPECT_EQ(-EINVAL, lpu_call(self->fd, LP_IOC_CONFIGURE, &c));
 	memset(&c, 0, sizeof(c));
 	c.max_gadgets = LP_MAX_GADGETS + 1;
-	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_CONFIGURE, &c));
+	EXPECT_EQ(-EINVAL, lpu_call(self->fd, LP_IOC_CONFIGURE, &c));
 	memset(&n, 0, sizeof(n));
 	n.reserved[1] = 1;
-	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_NEW, &n));
+	EXPECT_EQ(-EINVAL, lpu_call(self->fd, LP_IOC_NEW, &n));
 	memset(&g, 0, sizeof(g));
 	g.reserved[0] = 1;
-	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_GET, &g));
+	EXPECT_EQ(-EINVAL, lpu_call(self->fd, LP_IOC_GET, &g));
 	memset(&p, 0, sizeof(p));
 	p.reserved[2] = 1;
-	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_PUT, &p));
+	EXPECT_EQ(-EINVAL, lpu_call(self->fd, LP_IOC_PUT, &p));
 	memset(&l, 0, sizeof(l));
 	l.reserved[0] = 1;
-	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_LOOKUP, &l));
+	EXPECT_EQ(-EINVAL, lpu_call(self->fd, LP_IOC_LOOKUP, &l));
 	memset(&t, 0, sizeof(t));
 	t.reserved[4] = 1;
-	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_TRYGET, &t));
+	EXPECT_EQ(-EINVAL, lpu_call(self->fd, LP_IOC_TRYGET, &t));
 	memset(&st, 0, sizeof(st));
 	st.reserved[1] = 1;
-	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_STAT, &st));
+	EXPECT_EQ(-EINVAL, lpu_call(self->fd, LP_IOC_STAT, &st));
 	memset(&as, 0, sizeof(as));
 	as.reserved[0] = 1;
-	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_ARENA_STAT, &as));
+	EXPECT_EQ(-EINVAL, lpu_call(self->fd, LP_IOC_ARENA_STAT, &as));
 	memset(&r, 0, sizeof(r));
 	r.op = LP_OP_READ;
 	r.reserved[2] = 1;
-	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_RMW, &r));
+	EXPECT_EQ(-EINVAL, lpu_call(self->fd, LP_IOC_RMW, &r));
 	memset(&run, 0, sizeof(run));
 	run.op = LP_OP_ATOMIC_FLOOR;
 	run.reserved[0] = 1;
-	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_RUN, &run));
+	EXPECT_EQ(-EINVAL, lpu_call(self->fd, LP_IOC_RUN, &run));
 	ASSERT_EQ(0, arena_still_works(self->fd));
 
 	/* -EINVAL: unknown flavor, unknown op, RUN-only op, value too big. */
-	EXPECT_EQ(-EINVAL, lp_configure(self->fd, LP_FLAVOR_COUNT));
-	EXPECT_EQ(-EINVAL, lp_rmw(self->fd, LP_OP_COUNT, 0, &r));
-	EXPECT_EQ(-EINVAL, lp_rmw(self->fd, LP_OP_GET_PUT, 0, &r));
-	EXPECT_EQ(-EINVAL, lp_rmw(self->fd, LP_OP_SET, LP_RMW_VALUE_MAX + 1, &r));
-	EXPECT_EQ(-EINVAL, lp_run(self->fd, LP_OP_COUNT, 0, 1, 0, &run));
-	EXPECT_EQ(-EINVAL, lp_rmw(self->fd, LP_OP_RACY_INC, 0, &r));
+	EXPECT_EQ(-EINVAL, lpu_configure(self->fd, LP_FLAVOR_COUNT));
+	EXPECT_EQ(-EINVAL, lpu_rmw(self->fd, LP_OP_COUNT, 0, &r));
+	EXPECT_EQ(-EINVAL, lpu_rmw(self->fd, LP_OP_GET_PUT, 0, &r));
+	EXPECT_EQ(-EINVAL, lpu_rmw(self->fd, LP_OP_SET, LP_RMW_VALUE_MAX + 1, &r));
+	EXPECT_EQ(-EINVAL, lpu_run(self->fd, LP_OP_COUNT, 0, 1, 0, &run));
+	EXPECT_EQ(-EINVAL, lpu_rmw(self->fd, LP_OP_RACY_INC, 0, &r));
 	ASSERT_EQ(0, arena_still_works(self->fd));
 
 	/* -EOPNOTSUPP: KCSAN's racy control, off unless a parameter asks. */
-	EXPECT_EQ(-EOPNOTSUPP, lp_run(self->fd, LP_OP_RACY_INC, 0, 1, 0, &run));
+	EXPECT_EQ(-EOPNOTSUPP, lpu_run(self->fd, LP_OP_RACY_INC, 0, 1, 0, &run));
 
 	/* -EBUSY: CONFIGURE after the first NEW (above). */
-	EXPECT_EQ(-EBUSY, lp_configure(self->fd, LP_FLAVOR_LOCKLESS));
+	EXPECT_EQ(-EBUSY, lpu_configure(self->fd, LP_FLAVOR_LOCKLESS));
 
 	/* -EBADF: handle never given, and handle already consumed. */
-	EXPECT_EQ(-EBADF, lp_get(self->fd, 0, &h2));
-	EXPECT_EQ(-EBADF, lp_get(self->fd, 12345, &h2));
-	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &h, NULL));
-	ASSERT_EQ(1, lp_put(self->fd, h));
-	EXPECT_EQ(-EBADF, lp_put(self->fd, h));
-	EXPECT_EQ(-EBADF, lp_get(self->fd, h, &h2));
-	EXPECT_EQ(-EBADF, lp_stat(self->fd, h, &st));
-	EXPECT_EQ(-EBADF, lp_new(self->fd, h, &h2, NULL));
-	EXPECT_EQ(-EBADF, lp_lookup(self->fd, h, 1, &h2));
-	EXPECT_EQ(-EBADF, lp_run(self->fd, LP_OP_GET_PUT, h, 1, 0, &run));
+	EXPECT_EQ(-EBADF, lpu_get(self->fd, 0, &h2));
+	EXPECT_EQ(-EBADF, lpu_get(self->fd, 12345, &h2));
+	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &h, NULL));
+	ASSERT_EQ(1, lpu_put(self->fd, h));
+	EXPECT_EQ(-EBADF, lpu_put(self->fd, h));
+	EXPECT_EQ(-EBADF, lpu_get(self->fd, h, &h2));
+	EXPECT_EQ(-EBADF, lpu_stat(self->fd, h, &st));
+	EXPECT_EQ(-EBADF, lpu_new(self->fd, h, &h2, NULL));
+	EXPECT_EQ(-EBADF, lpu_lookup(self->fd, h, 1, &h2));
+	EXPECT_EQ(-EBADF, lpu_run(self->fd, LP_OP_GET_PUT, h, 1, 0, &run));
 	ASSERT_EQ(0, arena_still_works(self->fd));
 
 	/* -ENOENT: no such gadget. */
-	EXPECT_EQ(-ENOENT, lp_tryget(self->fd, 1ull << 40, &h2));
+	EXPECT_EQ(-ENOENT, lpu_tryget(self->fd, 1ull << 40, &h2));
 	ASSERT_EQ(0, arena_still_works(self->fd));
 
 	/* -E2BIG: RUN above the cap. */
-	EXPECT_EQ(-E2BIG, lp_run(self->fd, LP_OP_ATOMIC_FLOOR, 0,
-				 LP_RUN_MAX_ITERATIONS + 1, 0, &run));
+	EXPECT_EQ(-E2BIG, lpu_run(self->fd, LP_OP_ATOMIC_FLOOR, 0,
+				  LP_RUN_MAX_ITERATIONS + 1, 0, &run));
 	ASSERT_EQ(0, arena_still_works(self->fd));
 }
 
@@ -842,29 +842,29 @@ TEST_F(dev, rmw_increments_saturate_at_the_value_max)
 		  1ull << LP_OP_READ))
 		return;
 	for (i = 0; i < ARRAY_SIZE(incs); i++) {
-		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_SET, max - 1, &r));
-		ASSERT_EQ(0, lp_rmw(self->fd, incs[i], 0, &r));
+		ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_SET, max - 1, &r));
+		ASSERT_EQ(0, lpu_rmw(self->fd, incs[i], 0, &r));
 		EXPECT_EQ(max - 1, r.old) TH_LOG("%s", op_names[incs[i]]);
 		EXPECT_EQ(max, r.new) TH_LOG("%s", op_names[incs[i]]);
-		ASSERT_EQ(0, lp_rmw(self->fd, incs[i], 0, &r));
+		ASSERT_EQ(0, lpu_rmw(self->fd, incs[i], 0, &r));
 		EXPECT_EQ(max, r.old) TH_LOG("%s at the max", op_names[incs[i]]);
 		EXPECT_EQ(max, r.new) TH_LOG("%s at the max", op_names[incs[i]]);
-		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_READ, 0, &r));
+		ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_READ, 0, &r));
 		EXPECT_EQ(max, r.old) TH_LOG("%s wrapped", op_names[incs[i]]);
 
 		/* In a RUN loop too: delta is what was really added. */
-		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_SET, max - 3, &r));
-		ASSERT_EQ(0, lp_run(self->fd, incs[i], 0, 10, 0, &run));
+		ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_SET, max - 3, &r));
+		ASSERT_EQ(0, lpu_run(self->fd, incs[i], 0, 10, 0, &run));
 		EXPECT_EQ(10, run.completed);
 		EXPECT_EQ(3, run.delta) TH_LOG("%s", op_names[incs[i]]);
-		ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_READ, 0, &r));
+		ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_READ, 0, &r));
 		EXPECT_EQ(max, r.old) TH_LOG("%s wrapped", op_names[incs[i]]);
 	}
 	/* The saturated value is the largest: MAX stores nothing below it. */
-	ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_MAX_CMPXCHG, 5, &r));
+	ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_MAX_CMPXCHG, 5, &r));
 	EXPECT_EQ(max, r.old);
 	EXPECT_EQ(max, r.new);
-	ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_READ, 0, &r));
+	ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_READ, 0, &r));
 	EXPECT_EQ(max, r.old);
 }
 
@@ -880,39 +880,39 @@ TEST_F(dev, run_takes_any_gadget_id)
 	if (lacks(_metadata, &self->id, variant->module, variant->reference, 0,
 		  1ull << LP_OP_TRYGET_PUT))
 		return;
-	EXPECT_EQ(0, lp_run(self->fd, LP_OP_TRYGET_PUT, 0, 3,
-			    LP_RMW_VALUE_MAX + 1, &run));
+	EXPECT_EQ(0, lpu_run(self->fd, LP_OP_TRYGET_PUT, 0, 3,
+			     LP_RMW_VALUE_MAX + 1, &run));
 	EXPECT_EQ(0, run.completed);
-	EXPECT_EQ(0, lp_run(self->fd, LP_OP_TRYGET_PUT, 0, 3, ~0ull, &run));
+	EXPECT_EQ(0, lpu_run(self->fd, LP_OP_TRYGET_PUT, 0, 3, ~0ull, &run));
 	EXPECT_EQ(0, run.completed);
 }
 
 /* What an arena and the module hold, to compare before and after. */
-struct lp_snapshot {
+struct lpu_snapshot {
 	struct lp_arena_stat as;
 	__u64 live_gadgets, live_handles;
 };
 
-static int lp_snapshot(int fd, struct lp_snapshot *s)
+static int lpu_snapshot(int fd, struct lpu_snapshot *s)
 {
 	struct lp_identify id = { 0 };
 	int ret;
 
-	ret = lp_arena_stat(fd, &s->as);
+	ret = lpu_arena_stat(fd, &s->as);
 	if (!ret)
-		ret = lp_identify(fd, &id);
+		ret = lpu_identify(fd, &id);
 	s->live_gadgets = id.live_gadgets;
 	s->live_handles = id.live_handles;
 	return ret;
 }
 
 static void expect_unchanged(struct __test_metadata *_metadata,
-			     const struct lp_snapshot *before, int fd,
+			     const struct lpu_snapshot *before, int fd,
 			     const char *what)
 {
-	struct lp_snapshot now;
+	struct lpu_snapshot now;
 
-	ASSERT_EQ(0, lp_snapshot(fd, &now));
+	ASSERT_EQ(0, lpu_snapshot(fd, &now));
 	EXPECT_EQ(before->as.handles, now.as.handles) TH_LOG("%s", what);
 	EXPECT_EQ(before->as.created, now.as.created) TH_LOG("%s", what);
 	EXPECT_EQ(before->as.freed, now.as.freed) TH_LOG("%s", what);
@@ -930,7 +930,7 @@ static void expect_unchanged(struct __test_metadata *_metadata,
 TEST_F(dev, failed_copy_out_changes_nothing)
 {
 	long page = sysconf(_SC_PAGESIZE);
-	struct lp_snapshot before;
+	struct lpu_snapshot before;
 	struct lp_stat st, st2;
 	struct lp_rmw r;
 	__u32 root, child;
@@ -950,22 +950,22 @@ TEST_F(dev, failed_copy_out_changes_nothing)
 	memset(ro, 0, page);						\
 	*(type *)ro = (type){ __VA_ARGS__ };				\
 	mprotect(ro, page, PROT_READ) ? -1000 :				\
-		({ int _r = lp_call(self->fd, cmd, ro);			\
+		({ int _r = lpu_call(self->fd, cmd, ro);			\
 		   mprotect(ro, page, PROT_READ | PROT_WRITE); _r; });	\
 })
 
 	/* A failed first NEW leaves the arena unconfigured. */
-	ASSERT_EQ(0, lp_snapshot(self->fd, &before));
+	ASSERT_EQ(0, lpu_snapshot(self->fd, &before));
 	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_NEW, struct lp_new,
 				   .parent = LP_HANDLE_NONE));
 	expect_unchanged(_metadata, &before, self->fd, "NEW of a root");
-	ASSERT_EQ(0, lp_configure(self->fd, LP_FLAVOR_KREF_MUTEX))
+	ASSERT_EQ(0, lpu_configure(self->fd, LP_FLAVOR_KREF_MUTEX))
 		TH_LOG("a NEW that failed fixed the flavor");
 
-	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &root, NULL));
-	ASSERT_EQ(0, lp_new(self->fd, root, &child, &cid));
-	ASSERT_EQ(0, lp_stat(self->fd, root, &st));
-	ASSERT_EQ(0, lp_snapshot(self->fd, &before));
+	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &root, NULL));
+	ASSERT_EQ(0, lpu_new(self->fd, root, &child, &cid));
+	ASSERT_EQ(0, lpu_stat(self->fd, root, &st));
+	ASSERT_EQ(0, lpu_snapshot(self->fd, &before));
 
 	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_NEW, struct lp_new, .parent = root));
 	expect_unchanged(_metadata, &before, self->fd, "NEW of a child");
@@ -978,26 +978,26 @@ TEST_F(dev, failed_copy_out_changes_nothing)
 	expect_unchanged(_metadata, &before, self->fd, "TRYGET");
 	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_PUT, struct lp_put, .handle = child));
 	expect_unchanged(_metadata, &before, self->fd, "PUT");
-	EXPECT_EQ(0, lp_stat(self->fd, child, &st2))
+	EXPECT_EQ(0, lpu_stat(self->fd, child, &st2))
 		TH_LOG("a PUT that failed consumed its handle");
 	EXPECT_EQ(1, st2.refcount);
-	ASSERT_EQ(0, lp_stat(self->fd, root, &st2));
+	ASSERT_EQ(0, lpu_stat(self->fd, root, &st2));
 	EXPECT_EQ(st.refcount, st2.refcount);
 	EXPECT_EQ(st.children, st2.children);
 
-	ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_SET, 7, &r));
+	ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_SET, 7, &r));
 	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_RMW, struct lp_rmw,
 				   .op = LP_OP_FETCH_INC_CMPXCHG));
 	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_RUN, struct lp_run,
 				   .op = LP_OP_FETCH_INC_CMPXCHG,
 				   .iterations = 10));
-	ASSERT_EQ(0, lp_rmw(self->fd, LP_OP_READ, 0, &r));
+	ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_READ, 0, &r));
 	EXPECT_EQ(7, r.old) TH_LOG("an RMW or RUN that failed stored");
 #undef RO_CALL
 
 	EXPECT_EQ(0, munmap(ro, page));
-	EXPECT_EQ(1, lp_put(self->fd, child));
-	EXPECT_EQ(1, lp_put(self->fd, root));
+	EXPECT_EQ(1, lpu_put(self->fd, child));
+	EXPECT_EQ(1, lpu_put(self->fd, root));
 }
 
 struct handle_count_race {
@@ -1014,8 +1014,8 @@ static void *handle_churn_thread(void *arg)
 	__u32 h;
 
 	while (!__atomic_load_n(&sh->stop, __ATOMIC_RELAXED))
-		if (!lp_get(sh->fd, sh->root, &h))
-			lp_put(sh->fd, h);
+		if (!lpu_get(sh->fd, sh->root, &h))
+			lpu_put(sh->fd, h);
 	return NULL;
 }
 
@@ -1024,7 +1024,7 @@ static void *handle_put_thread(void *arg)
 	struct handle_count_race *sh = arg;
 
 	while (!__atomic_load_n(&sh->stop, __ATOMIC_RELAXED))
-		lp_put(sh->fd, sh->root + 1);
+		lpu_put(sh->fd, sh->root + 1);
 	return NULL;
 }
 
@@ -1035,7 +1035,7 @@ static void *handle_stat_thread(void *arg)
 	double end = now_s() + 2.0;
 
 	while (now_s() < end) {
-		if (lp_arena_stat(sh->fd, &as))
+		if (lpu_arena_stat(sh->fd, &as))
 			continue;
 		sh->reads++;
 		if (as.handles > LP_MAX_HANDLES)
@@ -1050,12 +1050,12 @@ static void *handle_stat_thread(void *arg)
  * is counted before it is published, so a PUT racing its GET finds it
  * counted. Two seconds of GETs of handle root + 1 raced by PUTs of it.
  */
-TEST_F_TIMEOUT(dev, handle_count_never_goes_below_zero, LP_SLOW_TIMEOUT)
+TEST_F_TIMEOUT(dev, handle_count_never_goes_below_zero, LPU_SLOW_TIMEOUT)
 {
 	struct handle_count_race sh = { .fd = self->fd };
 	pthread_t t[3];
 
-	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &sh.root, NULL));
+	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &sh.root, NULL));
 	ASSERT_EQ(0, pthread_create(&t[0], NULL, handle_churn_thread, &sh));
 	ASSERT_EQ(0, pthread_create(&t[1], NULL, handle_put_thread, &sh));
 	ASSERT_EQ(0, pthread_create(&t[2], NULL, handle_stat_thread, &sh));
@@ -1064,7 +1064,7 @@ TEST_F_TIMEOUT(dev, handle_count_never_goes_below_zero, LP_SLOW_TIMEOUT)
 	EXPECT_LT(0, sh.reads);
 	EXPECT_EQ(0, sh.bad) TH_LOG("%lu of %lu ARENA_STATs saw a count below 0",
 				    sh.bad, sh.reads);
-	EXPECT_EQ(1, lp_put(self->fd, sh.root));
+	EXPECT_EQ(1, lpu_put(self->fd, sh.root));
 }
 
 TEST_F(dev, lookup_in_flavor_without_child_list_is_eopnotsupp)
@@ -1079,17 +1079,17 @@ TEST_F(dev, lookup_in_flavor_without_child_list_is_eopnotsupp)
 	if (lacks(_metadata, &self->id, variant->module, variant->reference, 0,
 		  1ull << LP_OP_LOOKUP_PUT))
 		return;
-	ASSERT_EQ(0, lp_configure(self->fd, LP_FLAVOR_LOCKLESS));
-	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &p, NULL));
-	ASSERT_EQ(0, lp_new(self->fd, p, &c, &id));
-	EXPECT_EQ(-EOPNOTSUPP, lp_lookup(self->fd, p, id, &h));
-	EXPECT_EQ(-EOPNOTSUPP, lp_run(self->fd, LP_OP_LOOKUP_PUT, p, 1, id, &run));
-	EXPECT_EQ(0, lp_put(self->fd, p));
-	EXPECT_EQ(2, lp_put(self->fd, c));
+	ASSERT_EQ(0, lpu_configure(self->fd, LP_FLAVOR_LOCKLESS));
+	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &p, NULL));
+	ASSERT_EQ(0, lpu_new(self->fd, p, &c, &id));
+	EXPECT_EQ(-EOPNOTSUPP, lpu_lookup(self->fd, p, id, &h));
+	EXPECT_EQ(-EOPNOTSUPP, lpu_run(self->fd, LP_OP_LOOKUP_PUT, p, 1, id, &run));
+	EXPECT_EQ(0, lpu_put(self->fd, p));
+	EXPECT_EQ(2, lpu_put(self->fd, c));
 	EXPECT_EQ(0, arena_still_works(self->fd));
 }
 
-TEST_F_TIMEOUT(dev, full_handle_table_is_enospc, LP_SLOW_TIMEOUT)
+TEST_F_TIMEOUT(dev, full_handle_table_is_enospc, LPU_SLOW_TIMEOUT)
 {
 	struct lp_arena_stat as;
 	__u32 root, h;
@@ -1098,32 +1098,32 @@ TEST_F_TIMEOUT(dev, full_handle_table_is_enospc, LP_SLOW_TIMEOUT)
 	if (lacks(_metadata, &self->id, variant->module, variant->reference,
 		  1u << LP_FLAVOR_LOCKED, 0))
 		return;
-	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &root, NULL));
+	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &root, NULL));
 	for (i = 1; i < LP_MAX_HANDLES; i++) {
-		ret = lp_get(self->fd, root, &h);
+		ret = lpu_get(self->fd, root, &h);
 		if (ret)
 			break;
 	}
 	ASSERT_EQ(0, ret) TH_LOG("GET %d of %d", i, LP_MAX_HANDLES);
-	EXPECT_EQ(-ENOSPC, lp_get(self->fd, root, &h));
-	EXPECT_EQ(-ENOSPC, lp_new(self->fd, LP_HANDLE_NONE, &h, NULL));
-	EXPECT_EQ(-ENOSPC, lp_tryget(self->fd, 1, &h));
-	ASSERT_EQ(0, lp_arena_stat(self->fd, &as));
+	EXPECT_EQ(-ENOSPC, lpu_get(self->fd, root, &h));
+	EXPECT_EQ(-ENOSPC, lpu_new(self->fd, LP_HANDLE_NONE, &h, NULL));
+	EXPECT_EQ(-ENOSPC, lpu_tryget(self->fd, 1, &h));
+	ASSERT_EQ(0, lpu_arena_stat(self->fd, &as));
 	EXPECT_EQ(LP_MAX_HANDLES, as.handles);
 	/* The refused gets left nothing behind; one put frees room again. */
 	EXPECT_EQ(1, as.live);
-	EXPECT_EQ(0, lp_put(self->fd, root));
+	EXPECT_EQ(0, lpu_put(self->fd, root));
 	EXPECT_EQ(0, arena_still_works(self->fd));
 	/* close() in teardown puts the rest. */
 }
 
 /*
- * A SIGKILL must end a RUN within LP_KILL_BOUND seconds, i.e. inside the
+ * A SIGKILL must end a RUN within LPU_KILL_BOUND seconds, i.e. inside the
  * loop: the test first measures that the RUN it kills (NEW_PUT, an
  * allocation and a free per iteration, LP_RUN_MAX_ITERATIONS of them)
  * would take at least ten times that long.
  */
-#define LP_KILL_BOUND	5
+#define LPU_KILL_BOUND	5
 
 TEST_F_TIMEOUT(dev, fatal_signal_stops_a_run, 120)
 {
@@ -1137,23 +1137,23 @@ TEST_F_TIMEOUT(dev, fatal_signal_stops_a_run, 120)
 	if (lacks(_metadata, &self->id, variant->module, variant->reference, 0,
 		  1ull << LP_OP_NEW_PUT))
 		return;
-	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &root, NULL));
-	ASSERT_EQ(0, lp_run(self->fd, LP_OP_NEW_PUT, root, 1000, 0, &run));
-	ASSERT_LT(10.0 * LP_KILL_BOUND,
+	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &root, NULL));
+	ASSERT_EQ(0, lpu_run(self->fd, LP_OP_NEW_PUT, root, 1000, 0, &run));
+	ASSERT_LT(10.0 * LPU_KILL_BOUND,
 		  run.elapsed_ns / 1e9 * (LP_RUN_MAX_ITERATIONS / 1000))
 		TH_LOG("a full RUN is too quick to tell a kill from its end");
-	ASSERT_EQ(1, lp_put(self->fd, root));
+	ASSERT_EQ(1, lpu_put(self->fd, root));
 	ASSERT_EQ(0, pipe(ready));
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
 		fd = open(variant->path, O_RDWR | O_CLOEXEC);
-		if (fd < 0 || lp_new(fd, LP_HANDLE_NONE, &root, NULL))
+		if (fd < 0 || lpu_new(fd, LP_HANDLE_NONE, &root, NULL))
 			_exit(2);
 		/* Tell the parent we are about to enter the loop. */
 		if (write(ready[1], "r", 1) != 1)
 			_exit(2);
-		lp_run(fd, LP_OP_NEW_PUT, root, LP_RUN_MAX_ITERATIONS, 0, &run);
+		lpu_run(fd, LP_OP_NEW_PUT, root, LP_RUN_MAX_ITERATIONS, 0, &run);
 		_exit(3);	/* the loop ended on its own: not killed */
 	}
 	close(ready[1]);
@@ -1163,13 +1163,13 @@ TEST_F_TIMEOUT(dev, fatal_signal_stops_a_run, 120)
 	t_kill = now_s();
 	ASSERT_EQ(0, kill(pid, SIGKILL));
 	while (waitpid(pid, &status, WNOHANG) == 0) {
-		if (now_s() - t_kill > LP_KILL_BOUND)
+		if (now_s() - t_kill > LPU_KILL_BOUND)
 			break;
 		usleep(10000);
 	}
-	EXPECT_GE(LP_KILL_BOUND, now_s() - t_kill)
-		TH_LOG("RUN ignored SIGKILL for more than %d s", LP_KILL_BOUND);
-	if (now_s() - t_kill > LP_KILL_BOUND)
+	EXPECT_GE(LPU_KILL_BOUND, now_s() - t_kill)
+		TH_LOG("RUN ignored SIGKILL for more than %d s", LPU_KILL_BOUND);
+	if (now_s() - t_kill > LPU_KILL_BOUND)
 		ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	/* Killed inside the loop, not after it finished. */
 	ASSERT_TRUE(WIFSIGNALED(status)) TH_LOG("child exited %d", WEXITSTATUS(status));
@@ -1186,7 +1186,7 @@ TEST_F_TIMEOUT(dev, fatal_signal_stops_a_run, 120)
  * tables past a page, where a Rust table of more than 512 handles is a
  * page allocation, which failslab alone never fails.
  */
-TEST_F_TIMEOUT(dev, handle_tables_fail_all_or_nothing, LP_SLOW_TIMEOUT)
+TEST_F_TIMEOUT(dev, handle_tables_fail_all_or_nothing, LPU_SLOW_TIMEOUT)
 {
 	const char *m = variant->module;
 	struct fl_count cnt;
@@ -1203,11 +1203,11 @@ TEST_F_TIMEOUT(dev, handle_tables_fail_all_or_nothing, LP_SLOW_TIMEOUT)
 	fl_report(_metadata, m, "-", FL_OPEN, &cnt);
 	fl_expect_reached(_metadata, FL_OPEN, &cnt);
 
-	ASSERT_EQ(0, lp_configure(self->fd, LP_FLAVOR_KREF_MUTEX));
-	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &h, NULL));
+	ASSERT_EQ(0, lpu_configure(self->fd, LP_FLAVOR_KREF_MUTEX));
+	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &h, NULL));
 	fl_hold(c, false, h);
 	fl_track(c, FL_ROOT, h);
-	ASSERT_EQ(0, lp_new(self->fd, h, &h, NULL));
+	ASSERT_EQ(0, lpu_new(self->fd, h, &h, NULL));
 	fl_hold(c, false, h);
 	fl_track(c, FL_CHILD, h);
 	fl_sweep(_metadata, c, FL_GET, FL_GROW_QUICK, LP_MAX_HANDLES, &cnt);
@@ -1221,7 +1221,7 @@ TEST_F_TIMEOUT(dev, handle_tables_fail_all_or_nothing, LP_SLOW_TIMEOUT)
 	fl_expect_reached(_metadata, FL_TRYGET, &cnt);
 
 	while (c->nheld < FL_PAGE_FROM) {
-		ASSERT_EQ(0, lp_get(self->fd, c->handle[FL_ROOT], &h));
+		ASSERT_EQ(0, lpu_get(self->fd, c->handle[FL_ROOT], &h));
 		fl_hold(c, false, h);
 	}
 	fl_sweep(_metadata, c, FL_GET, FL_PAGE_TO - FL_PAGE_FROM,
@@ -1229,7 +1229,7 @@ TEST_F_TIMEOUT(dev, handle_tables_fail_all_or_nothing, LP_SLOW_TIMEOUT)
 	fl_report(_metadata, m, "KREF_MUTEX", FL_GET, &cnt);
 	fl_expect_reached(_metadata, FL_GET, &cnt);
 	for (i = 0; i < FL_PAGE_FROM; i++) {
-		ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
+		ASSERT_EQ(0, lpu_txn_start(self->fd, &h, NULL));
 		fl_hold(c, true, h);
 	}
 	fl_sweep(_metadata, c, FL_TXN_START, FL_PAGE_TO - FL_PAGE_FROM,

@@ -131,11 +131,11 @@ FIXTURE_SETUP(flavor)
 	ASSERT_LE(0, self->fd) TH_LOG("open %s: %s (is %s.ko loaded?)",
 				      variant->path, strerror(errno),
 				      variant->module);
-	ASSERT_EQ(0, lp_identify(self->fd, &self->id));
+	ASSERT_EQ(0, lpu_identify(self->fd, &self->id));
 	if (lacks(_metadata, &self->id, variant->module, variant->reference,
 		  1u << variant->flavor, 0))
 		return;
-	ASSERT_EQ(0, lp_configure(self->fd, variant->flavor));
+	ASSERT_EQ(0, lpu_configure(self->fd, variant->flavor));
 }
 
 FIXTURE_TEARDOWN(flavor)
@@ -153,8 +153,8 @@ TEST_F(flavor, refcount_arithmetic_seen_through_stat)
 	__u64 rid, cid;
 	int i;
 
-	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &root, &rid));
-	ASSERT_EQ(0, lp_stat(self->fd, root, &st));
+	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &root, &rid));
+	ASSERT_EQ(0, lpu_stat(self->fd, root, &st));
 	EXPECT_EQ(1, st.refcount);
 	EXPECT_EQ(rid, st.id);
 	EXPECT_EQ(0, st.parent_id);
@@ -162,27 +162,27 @@ TEST_F(flavor, refcount_arithmetic_seen_through_stat)
 	EXPECT_NE(0, rid);
 
 	for (i = 0; i < 3; i++)
-		ASSERT_EQ(0, lp_get(self->fd, root, &extra[i]));
-	ASSERT_EQ(0, lp_stat(self->fd, extra[1], &st));
+		ASSERT_EQ(0, lpu_get(self->fd, root, &extra[i]));
+	ASSERT_EQ(0, lpu_stat(self->fd, extra[1], &st));
 	EXPECT_EQ(4, st.refcount);
 	EXPECT_EQ(rid, st.id);
 
-	ASSERT_EQ(0, lp_new(self->fd, root, &child, &cid));
+	ASSERT_EQ(0, lpu_new(self->fd, root, &child, &cid));
 	EXPECT_NE(rid, cid);
-	ASSERT_EQ(0, lp_stat(self->fd, root, &st));
+	ASSERT_EQ(0, lpu_stat(self->fd, root, &st));
 	EXPECT_EQ(5, st.refcount);
 	EXPECT_EQ(1, st.children);
-	ASSERT_EQ(0, lp_stat(self->fd, child, &st));
+	ASSERT_EQ(0, lpu_stat(self->fd, child, &st));
 	EXPECT_EQ(1, st.refcount);
 	EXPECT_EQ(cid, st.id);
 	EXPECT_EQ(rid, st.parent_id);
 
 	for (i = 0; i < 3; i++)
-		EXPECT_EQ(0, lp_put(self->fd, extra[i]));
-	ASSERT_EQ(0, lp_stat(self->fd, root, &st));
+		EXPECT_EQ(0, lpu_put(self->fd, extra[i]));
+	ASSERT_EQ(0, lpu_stat(self->fd, root, &st));
 	EXPECT_EQ(2, st.refcount);
 
-	ASSERT_EQ(0, lp_arena_stat(self->fd, &as));
+	ASSERT_EQ(0, lpu_arena_stat(self->fd, &as));
 	EXPECT_EQ(variant->flavor, as.flavor);
 	EXPECT_EQ(2, as.handles);
 	EXPECT_EQ(2, as.live);
@@ -195,20 +195,20 @@ TEST_F(flavor, final_put_frees_once)
 	struct lp_arena_stat as;
 	__u32 h, h2;
 
-	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &h, NULL));
-	ASSERT_EQ(0, lp_get(self->fd, h, &h2));
-	EXPECT_EQ(0, lp_put(self->fd, h));
-	ASSERT_EQ(0, lp_arena_stat(self->fd, &as));
+	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &h, NULL));
+	ASSERT_EQ(0, lpu_get(self->fd, h, &h2));
+	EXPECT_EQ(0, lpu_put(self->fd, h));
+	ASSERT_EQ(0, lpu_arena_stat(self->fd, &as));
 	EXPECT_EQ(1, as.live);
 	EXPECT_EQ(0, as.freed);
-	EXPECT_EQ(1, lp_put(self->fd, h2));
-	ASSERT_EQ(0, lp_arena_stat(self->fd, &as));
+	EXPECT_EQ(1, lpu_put(self->fd, h2));
+	ASSERT_EQ(0, lpu_arena_stat(self->fd, &as));
 	EXPECT_EQ(0, as.live);
 	EXPECT_EQ(1, as.freed);
 	EXPECT_EQ(0, as.handles);
 	/* The handle is consumed: a second put cannot free again. */
-	EXPECT_EQ(-EBADF, lp_put(self->fd, h2));
-	ASSERT_EQ(0, lp_arena_stat(self->fd, &as));
+	EXPECT_EQ(-EBADF, lpu_put(self->fd, h2));
+	ASSERT_EQ(0, lpu_arena_stat(self->fd, &as));
 	EXPECT_EQ(1, as.freed);
 	EXPECT_EQ(0, module_live(self->fd));
 }
@@ -219,23 +219,23 @@ TEST_F(flavor, parent_outlives_children_and_goes_with_the_last)
 	struct lp_stat st;
 	__u32 root, a, b, a2;
 
-	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &root, NULL));
-	ASSERT_EQ(0, lp_new(self->fd, root, &a, NULL));
-	ASSERT_EQ(0, lp_new(self->fd, root, &b, NULL));
-	ASSERT_EQ(0, lp_new(self->fd, a, &a2, NULL));
-	EXPECT_EQ(0, lp_put(self->fd, root));
-	EXPECT_EQ(0, lp_put(self->fd, a));
-	ASSERT_EQ(0, lp_arena_stat(self->fd, &as));
+	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &root, NULL));
+	ASSERT_EQ(0, lpu_new(self->fd, root, &a, NULL));
+	ASSERT_EQ(0, lpu_new(self->fd, root, &b, NULL));
+	ASSERT_EQ(0, lpu_new(self->fd, a, &a2, NULL));
+	EXPECT_EQ(0, lpu_put(self->fd, root));
+	EXPECT_EQ(0, lpu_put(self->fd, a));
+	ASSERT_EQ(0, lpu_arena_stat(self->fd, &as));
 	EXPECT_EQ(4, as.live);
-	ASSERT_EQ(0, lp_stat(self->fd, b, &st));
+	ASSERT_EQ(0, lpu_stat(self->fd, b, &st));
 	EXPECT_EQ(1, st.refcount);
 	/* a2 goes, and takes a (its last reference) with it; root stays. */
-	EXPECT_EQ(2, lp_put(self->fd, a2));
-	ASSERT_EQ(0, lp_arena_stat(self->fd, &as));
+	EXPECT_EQ(2, lpu_put(self->fd, a2));
+	ASSERT_EQ(0, lpu_arena_stat(self->fd, &as));
 	EXPECT_EQ(2, as.live);
 	/* The last child takes the parent with it. */
-	EXPECT_EQ(2, lp_put(self->fd, b));
-	ASSERT_EQ(0, lp_arena_stat(self->fd, &as));
+	EXPECT_EQ(2, lpu_put(self->fd, b));
+	ASSERT_EQ(0, lpu_arena_stat(self->fd, &as));
 	EXPECT_EQ(0, as.live);
 	EXPECT_EQ(4, as.freed);
 	EXPECT_EQ(0, module_live(self->fd));
@@ -247,21 +247,21 @@ TEST_F(flavor, lookup_finds_live_child_and_enoent_once_released)
 	__u32 root, child, h = 0;
 	__u64 cid;
 
-	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &root, NULL));
-	ASSERT_EQ(0, lp_new(self->fd, root, &child, &cid));
+	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &root, NULL));
+	ASSERT_EQ(0, lpu_new(self->fd, root, &child, &cid));
 	if (!has_child_list(variant->flavor)) {
-		EXPECT_EQ(-EOPNOTSUPP, lp_lookup(self->fd, root, cid, &h));
+		EXPECT_EQ(-EOPNOTSUPP, lpu_lookup(self->fd, root, cid, &h));
 		return;
 	}
-	ASSERT_EQ(0, lp_lookup(self->fd, root, cid, &h));
-	ASSERT_EQ(0, lp_stat(self->fd, h, &st));
+	ASSERT_EQ(0, lpu_lookup(self->fd, root, cid, &h));
+	ASSERT_EQ(0, lpu_stat(self->fd, h, &st));
 	EXPECT_EQ(cid, st.id);
 	EXPECT_EQ(2, st.refcount);
-	EXPECT_EQ(-ENOENT, lp_lookup(self->fd, root, cid + 100, &h));
-	EXPECT_EQ(0, lp_put(self->fd, h));
-	EXPECT_EQ(1, lp_put(self->fd, child));
-	EXPECT_EQ(-ENOENT, lp_lookup(self->fd, root, cid, &h));
-	ASSERT_EQ(0, lp_stat(self->fd, root, &st));
+	EXPECT_EQ(-ENOENT, lpu_lookup(self->fd, root, cid + 100, &h));
+	EXPECT_EQ(0, lpu_put(self->fd, h));
+	EXPECT_EQ(1, lpu_put(self->fd, child));
+	EXPECT_EQ(-ENOENT, lpu_lookup(self->fd, root, cid, &h));
+	ASSERT_EQ(0, lpu_stat(self->fd, root, &st));
 	EXPECT_EQ(1, st.refcount);
 	EXPECT_EQ(0, st.children);
 }
@@ -272,20 +272,20 @@ TEST_F(flavor, tryget_succeeds_on_live_and_enoent_once_released)
 	__u32 root, child, h = 0;
 	__u64 rid, cid;
 
-	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &root, &rid));
-	ASSERT_EQ(0, lp_new(self->fd, root, &child, &cid));
-	ASSERT_EQ(0, lp_tryget(self->fd, cid, &h));
-	ASSERT_EQ(0, lp_stat(self->fd, h, &st));
+	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &root, &rid));
+	ASSERT_EQ(0, lpu_new(self->fd, root, &child, &cid));
+	ASSERT_EQ(0, lpu_tryget(self->fd, cid, &h));
+	ASSERT_EQ(0, lpu_stat(self->fd, h, &st));
 	EXPECT_EQ(cid, st.id);
 	EXPECT_EQ(2, st.refcount);
-	EXPECT_EQ(0, lp_put(self->fd, h));
-	EXPECT_EQ(1, lp_put(self->fd, child));
-	EXPECT_EQ(-ENOENT, lp_tryget(self->fd, cid, &h));
+	EXPECT_EQ(0, lpu_put(self->fd, h));
+	EXPECT_EQ(1, lpu_put(self->fd, child));
+	EXPECT_EQ(-ENOENT, lpu_tryget(self->fd, cid, &h));
 	/* Roots are registered too. */
-	ASSERT_EQ(0, lp_tryget(self->fd, rid, &h));
-	EXPECT_EQ(0, lp_put(self->fd, h));
-	EXPECT_EQ(1, lp_put(self->fd, root));
-	EXPECT_EQ(-ENOENT, lp_tryget(self->fd, rid, &h));
+	ASSERT_EQ(0, lpu_tryget(self->fd, rid, &h));
+	EXPECT_EQ(0, lpu_put(self->fd, h));
+	EXPECT_EQ(1, lpu_put(self->fd, root));
+	EXPECT_EQ(-ENOENT, lpu_tryget(self->fd, rid, &h));
 }
 
 /*
@@ -301,54 +301,54 @@ TEST_F(flavor, gadget_limit_is_edquot_and_exact)
 	struct lp_run run;
 	int i;
 
-	ASSERT_EQ(0, lp_call(self->fd, LP_IOC_CONFIGURE, &c));
+	ASSERT_EQ(0, lpu_call(self->fd, LP_IOC_CONFIGURE, &c));
 	for (i = 0; i < 3; i++)
-		ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &h[i], NULL));
+		ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &h[i], NULL));
 	/* A child counts like a root. */
-	ASSERT_EQ(0, lp_new(self->fd, h[0], &h[3], NULL));
-	EXPECT_EQ(-EDQUOT, lp_new(self->fd, LP_HANDLE_NONE, &extra, NULL));
-	EXPECT_EQ(-EDQUOT, lp_new(self->fd, h[1], &extra, NULL));
-	EXPECT_EQ(-EDQUOT, lp_run(self->fd, LP_OP_NEW_PUT, h[2], 1, 0, &run));
-	ASSERT_EQ(0, lp_arena_stat(self->fd, &as));
+	ASSERT_EQ(0, lpu_new(self->fd, h[0], &h[3], NULL));
+	EXPECT_EQ(-EDQUOT, lpu_new(self->fd, LP_HANDLE_NONE, &extra, NULL));
+	EXPECT_EQ(-EDQUOT, lpu_new(self->fd, h[1], &extra, NULL));
+	EXPECT_EQ(-EDQUOT, lpu_run(self->fd, LP_OP_NEW_PUT, h[2], 1, 0, &run));
+	ASSERT_EQ(0, lpu_arena_stat(self->fd, &as));
 	EXPECT_EQ(4, as.created);
 	EXPECT_EQ(4, as.live);
 	EXPECT_EQ(4, as.handles);
 	/* The limit is fixed with the flavor by the first NEW. */
 	c.max_gadgets = 0;
-	EXPECT_EQ(-EBUSY, lp_call(self->fd, LP_IOC_CONFIGURE, &c));
+	EXPECT_EQ(-EBUSY, lpu_call(self->fd, LP_IOC_CONFIGURE, &c));
 	/* A freed gadget makes room for exactly one. */
-	EXPECT_EQ(1, lp_put(self->fd, h[3]));
-	ASSERT_EQ(0, lp_run(self->fd, LP_OP_NEW_PUT, h[2], 100, 0, &run));
+	EXPECT_EQ(1, lpu_put(self->fd, h[3]));
+	ASSERT_EQ(0, lpu_run(self->fd, LP_OP_NEW_PUT, h[2], 100, 0, &run));
 	EXPECT_EQ(100, run.completed);
-	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &h[3], NULL));
-	EXPECT_EQ(-EDQUOT, lp_new(self->fd, LP_HANDLE_NONE, &extra, NULL));
+	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &h[3], NULL));
+	EXPECT_EQ(-EDQUOT, lpu_new(self->fd, LP_HANDLE_NONE, &extra, NULL));
 	for (i = 0; i < 4; i++)
-		EXPECT_EQ(1, lp_put(self->fd, h[i]));
-	ASSERT_EQ(0, lp_arena_stat(self->fd, &as));
+		EXPECT_EQ(1, lpu_put(self->fd, h[i]));
+	ASSERT_EQ(0, lpu_arena_stat(self->fd, &as));
 	EXPECT_EQ(0, as.live);
 	EXPECT_EQ(as.created, as.freed);
 	EXPECT_EQ(0, module_live(self->fd));
 }
 
-TEST_F_TIMEOUT(flavor, deep_chain_released_by_one_put, LP_SLOW_TIMEOUT)
+TEST_F_TIMEOUT(flavor, deep_chain_released_by_one_put, LPU_SLOW_TIMEOUT)
 {
 	struct lp_arena_stat as;
 	double t0 = now_s(), t1;
 	unsigned long long i;
 	__u32 h, next;
 
-	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &h, NULL));
+	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &h, NULL));
 	for (i = 1; i < sizes.chain_depth; i++) {
-		ASSERT_EQ(0, lp_new(self->fd, h, &next, NULL));
-		ASSERT_EQ(0, lp_put(self->fd, h));
+		ASSERT_EQ(0, lpu_new(self->fd, h, &next, NULL));
+		ASSERT_EQ(0, lpu_put(self->fd, h));
 		h = next;
 	}
-	ASSERT_EQ(0, lp_arena_stat(self->fd, &as));
+	ASSERT_EQ(0, lpu_arena_stat(self->fd, &as));
 	EXPECT_EQ(sizes.chain_depth, as.live);
 	EXPECT_EQ(1, as.handles);
 	t1 = now_s();
-	EXPECT_EQ(sizes.chain_depth, lp_put(self->fd, h));
-	ASSERT_EQ(0, lp_arena_stat(self->fd, &as));
+	EXPECT_EQ(sizes.chain_depth, lpu_put(self->fd, h));
+	ASSERT_EQ(0, lpu_arena_stat(self->fd, &as));
 	EXPECT_EQ(0, as.live);
 	EXPECT_EQ(sizes.chain_depth, as.freed);
 	TH_LOG("built %llu levels in %.1f s, released by one put in %.1f s",
@@ -363,12 +363,12 @@ TEST_F(flavor, close_with_live_handles_frees_everything)
 
 	fd = open(variant->path, O_RDWR | O_CLOEXEC);
 	ASSERT_LE(0, fd);
-	ASSERT_EQ(0, lp_configure(fd, variant->flavor));
-	ASSERT_EQ(0, lp_new(fd, LP_HANDLE_NONE, &root, NULL));
-	ASSERT_EQ(0, lp_new(fd, root, &a, &aid));
-	ASSERT_EQ(0, lp_new(fd, a, &b, NULL));
-	ASSERT_EQ(0, lp_get(fd, b, &h));
-	ASSERT_EQ(0, lp_tryget(fd, aid, &h));
+	ASSERT_EQ(0, lpu_configure(fd, variant->flavor));
+	ASSERT_EQ(0, lpu_new(fd, LP_HANDLE_NONE, &root, NULL));
+	ASSERT_EQ(0, lpu_new(fd, root, &a, &aid));
+	ASSERT_EQ(0, lpu_new(fd, a, &b, NULL));
+	ASSERT_EQ(0, lpu_get(fd, b, &h));
+	ASSERT_EQ(0, lpu_tryget(fd, aid, &h));
 	EXPECT_EQ(3, module_live(self->fd));
 	close(fd);
 	EXPECT_EQ(0, module_live(self->fd));
@@ -381,48 +381,48 @@ TEST_F(flavor, run_loops_complete_and_keep_the_count)
 	__u32 root, child;
 	__u64 cid;
 
-	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &root, NULL));
-	ASSERT_EQ(0, lp_new(self->fd, root, &child, &cid));
+	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &root, NULL));
+	ASSERT_EQ(0, lpu_new(self->fd, root, &child, &cid));
 
-	ASSERT_EQ(0, lp_run(self->fd, LP_OP_GET_PUT, child, LP_RUN_ITERATIONS, 0, &run));
-	EXPECT_EQ(LP_RUN_ITERATIONS, run.completed);
-	ASSERT_EQ(0, lp_stat(self->fd, child, &st));
+	ASSERT_EQ(0, lpu_run(self->fd, LP_OP_GET_PUT, child, LPU_RUN_ITERATIONS, 0, &run));
+	EXPECT_EQ(LPU_RUN_ITERATIONS, run.completed);
+	ASSERT_EQ(0, lpu_stat(self->fd, child, &st));
 	EXPECT_EQ(1, st.refcount);
 
 	/* GET_PUT on refcount_t: LOCKLESS only. */
 	if (variant->flavor == LP_FLAVOR_LOCKLESS) {
-		ASSERT_EQ(0, lp_run(self->fd, LP_OP_GET_PUT_REFCOUNT, child,
-				    LP_RUN_ITERATIONS, 0, &run));
-		EXPECT_EQ(LP_RUN_ITERATIONS, run.completed);
+		ASSERT_EQ(0, lpu_run(self->fd, LP_OP_GET_PUT_REFCOUNT, child,
+				     LPU_RUN_ITERATIONS, 0, &run));
+		EXPECT_EQ(LPU_RUN_ITERATIONS, run.completed);
 	} else {
-		EXPECT_EQ(-EOPNOTSUPP, lp_run(self->fd, LP_OP_GET_PUT_REFCOUNT,
-					      child, LP_RUN_ITERATIONS, 0, &run));
+		EXPECT_EQ(-EOPNOTSUPP, lpu_run(self->fd, LP_OP_GET_PUT_REFCOUNT,
+					       child, LPU_RUN_ITERATIONS, 0, &run));
 	}
-	ASSERT_EQ(0, lp_stat(self->fd, child, &st));
+	ASSERT_EQ(0, lpu_stat(self->fd, child, &st));
 	EXPECT_EQ(1, st.refcount);
 
-	ASSERT_EQ(0, lp_run(self->fd, LP_OP_TRYGET_PUT, 0, LP_RUN_ITERATIONS, cid, &run));
-	EXPECT_EQ(LP_RUN_ITERATIONS, run.completed);
-	ASSERT_EQ(0, lp_stat(self->fd, child, &st));
+	ASSERT_EQ(0, lpu_run(self->fd, LP_OP_TRYGET_PUT, 0, LPU_RUN_ITERATIONS, cid, &run));
+	EXPECT_EQ(LPU_RUN_ITERATIONS, run.completed);
+	ASSERT_EQ(0, lpu_stat(self->fd, child, &st));
 	EXPECT_EQ(1, st.refcount);
 
 	if (has_child_list(variant->flavor)) {
-		ASSERT_EQ(0, lp_run(self->fd, LP_OP_LOOKUP_PUT, root,
-				    LP_RUN_ITERATIONS, cid, &run));
-		EXPECT_EQ(LP_RUN_ITERATIONS, run.completed);
+		ASSERT_EQ(0, lpu_run(self->fd, LP_OP_LOOKUP_PUT, root,
+				     LPU_RUN_ITERATIONS, cid, &run));
+		EXPECT_EQ(LPU_RUN_ITERATIONS, run.completed);
 	} else {
-		EXPECT_EQ(-EOPNOTSUPP, lp_run(self->fd, LP_OP_LOOKUP_PUT, root,
-					      LP_RUN_ITERATIONS, cid, &run));
+		EXPECT_EQ(-EOPNOTSUPP, lpu_run(self->fd, LP_OP_LOOKUP_PUT, root,
+					       LPU_RUN_ITERATIONS, cid, &run));
 	}
-	ASSERT_EQ(0, lp_stat(self->fd, child, &st));
+	ASSERT_EQ(0, lpu_stat(self->fd, child, &st));
 	EXPECT_EQ(1, st.refcount);
-	ASSERT_EQ(0, lp_stat(self->fd, root, &st));
+	ASSERT_EQ(0, lpu_stat(self->fd, root, &st));
 	EXPECT_EQ(2, st.refcount);
 
 	/* A gone gadget: the loop completes nothing and frees nothing twice. */
-	EXPECT_EQ(0, lp_put(self->fd, root));
-	EXPECT_EQ(2, lp_put(self->fd, child));
-	ASSERT_EQ(0, lp_run(self->fd, LP_OP_TRYGET_PUT, 0, 100, cid, &run));
+	EXPECT_EQ(0, lpu_put(self->fd, root));
+	EXPECT_EQ(2, lpu_put(self->fd, child));
+	ASSERT_EQ(0, lpu_run(self->fd, LP_OP_TRYGET_PUT, 0, 100, cid, &run));
 	EXPECT_EQ(0, run.completed);
 	EXPECT_EQ(0, module_live(self->fd));
 }
@@ -437,7 +437,7 @@ struct storm {
 
 static void *storm_thread(void *arg)
 {
-	struct lp_thread *t = arg;
+	struct lpu_thread *t = arg;
 	struct storm *sh = t->shared;
 	struct lp_stat st;
 	struct lp_run run;
@@ -453,21 +453,21 @@ static void *storm_thread(void *arg)
 	 * preset's 4 x 1,000 STATs did not catch a read without the lock.
 	 */
 	for (i = 0; i < sizes.storm_ioctls; i++) {
-		if (lp_get(sh->fd, sh->handle, &h) ||
-		    lp_stat(sh->fd, h, &st) || st.refcount < 2 ||
-		    lp_put(sh->fd, h) != 0)
+		if (lpu_get(sh->fd, sh->handle, &h) ||
+		    lpu_stat(sh->fd, h, &st) || st.refcount < 2 ||
+		    lpu_put(sh->fd, h) != 0)
 			__atomic_fetch_add(&sh->errors, 1, __ATOMIC_RELAXED);
 	}
 	/* LOCKLESS: half the loops count with refcount_t, against the rest. */
 	op = sh->refcount && (t->index & 1) ? LP_OP_GET_PUT_REFCOUNT :
 					      LP_OP_GET_PUT;
-	if (lp_run(sh->fd, op, sh->handle, sizes.storm_run, 0, &run) ||
+	if (lpu_run(sh->fd, op, sh->handle, sizes.storm_run, 0, &run) ||
 	    run.completed != sizes.storm_run)
 		__atomic_fetch_add(&sh->errors, 1, __ATOMIC_RELAXED);
 	return NULL;
 }
 
-TEST_F_TIMEOUT(flavor, get_put_storm_keeps_the_count, LP_SLOW_TIMEOUT)
+TEST_F_TIMEOUT(flavor, get_put_storm_keeps_the_count, LPU_SLOW_TIMEOUT)
 {
 	struct storm sh = {
 		.fd = self->fd,
@@ -478,17 +478,17 @@ TEST_F_TIMEOUT(flavor, get_put_storm_keeps_the_count, LP_SLOW_TIMEOUT)
 	__u32 root;
 
 	ASSERT_LE(4, nr_cpus());
-	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &root, NULL));
-	ASSERT_EQ(0, lp_new(self->fd, root, &sh.handle, NULL));
+	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &root, NULL));
+	ASSERT_EQ(0, lpu_new(self->fd, root, &sh.handle, NULL));
 	run_threads(nr_cpus(), storm_thread, &sh);
 	EXPECT_EQ(0, sh.errors);
-	ASSERT_EQ(0, lp_stat(self->fd, sh.handle, &st));
+	ASSERT_EQ(0, lpu_stat(self->fd, sh.handle, &st));
 	EXPECT_EQ(1, st.refcount);
-	ASSERT_EQ(0, lp_stat(self->fd, root, &st));
+	ASSERT_EQ(0, lpu_stat(self->fd, root, &st));
 	EXPECT_EQ(2, st.refcount);
-	EXPECT_EQ(0, lp_put(self->fd, root));
-	EXPECT_EQ(2, lp_put(self->fd, sh.handle));
-	ASSERT_EQ(0, lp_arena_stat(self->fd, &as));
+	EXPECT_EQ(0, lpu_put(self->fd, root));
+	EXPECT_EQ(2, lpu_put(self->fd, sh.handle));
+	ASSERT_EQ(0, lpu_arena_stat(self->fd, &as));
 	EXPECT_EQ(as.created, as.freed);
 }
 
@@ -531,9 +531,9 @@ static int race_upgrade(int fd, const __u64 *published, int creators,
 	if (!id)
 		return 0;
 	if (lookup && (rnd(s) & 1))
-		ret = lp_lookup(fd, root, id, h);
+		ret = lpu_lookup(fd, root, id, h);
 	else
-		ret = lp_tryget(fd, id, h);
+		ret = lpu_tryget(fd, id, h);
 	if (ret == -ENOENT) {
 		++*gone;
 		return 0;
@@ -548,7 +548,7 @@ static int race_upgrade(int fd, const __u64 *published, int creators,
 
 static void *race_thread(void *arg)
 {
-	struct lp_thread *t = arg;
+	struct lpu_thread *t = arg;
 	struct race *sh = t->shared;
 	__u32 s = 1 + t->index, h;
 	__u64 id, found = 0, gone = 0, final = 0;
@@ -556,13 +556,13 @@ static void *race_thread(void *arg)
 
 	if (t->index < sh->creators) {
 		for (i = 0; i < sizes.race_children; i++) {
-			if (lp_new(sh->fd, sh->root, &h, &id)) {
+			if (lpu_new(sh->fd, sh->root, &h, &id)) {
 				__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
 				continue;
 			}
 			__atomic_store_n(&sh->published[t->index], id,
 					 __ATOMIC_RELEASE);
-			if (lp_put(sh->fd, h) < 0)
+			if (lpu_put(sh->fd, h) < 0)
 				__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
 		}
 		__atomic_fetch_add(&sh->done, 1, __ATOMIC_RELEASE);
@@ -575,7 +575,7 @@ static void *race_thread(void *arg)
 			__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
 		if (ret <= 0)
 			continue;
-		ret = lp_put(sh->fd, h);
+		ret = lpu_put(sh->fd, h);
 		if (ret < 0)
 			__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
 		else if (ret == 1)
@@ -587,7 +587,7 @@ static void *race_thread(void *arg)
 	return NULL;
 }
 
-TEST_F_TIMEOUT(flavor, lookups_and_trygets_race_final_puts, LP_SLOW_TIMEOUT)
+TEST_F_TIMEOUT(flavor, lookups_and_trygets_race_final_puts, LPU_SLOW_TIMEOUT)
 {
 	struct race sh = { .fd = self->fd };
 	struct lp_arena_stat as;
@@ -599,15 +599,15 @@ TEST_F_TIMEOUT(flavor, lookups_and_trygets_race_final_puts, LP_SLOW_TIMEOUT)
 		n = 64;
 	sh.creators = n / 2;
 	sh.lookup = has_child_list(variant->flavor);
-	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &sh.root, NULL));
+	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &sh.root, NULL));
 	t0 = now_s();
 	run_threads(n, race_thread, &sh);
 	EXPECT_EQ(0, sh.bad);
-	ASSERT_EQ(0, lp_arena_stat(self->fd, &as));
+	ASSERT_EQ(0, lpu_arena_stat(self->fd, &as));
 	EXPECT_EQ((__u64)sh.creators * sizes.race_children + 1, as.created);
 	EXPECT_EQ(1, as.live);
-	EXPECT_EQ(1, lp_put(self->fd, sh.root));
-	ASSERT_EQ(0, lp_arena_stat(self->fd, &as));
+	EXPECT_EQ(1, lpu_put(self->fd, sh.root));
+	ASSERT_EQ(0, lpu_arena_stat(self->fd, &as));
 	EXPECT_EQ(as.created, as.freed);
 	EXPECT_EQ(0, module_live(self->fd));
 	/*
@@ -649,7 +649,7 @@ struct parent_race {
 
 static void *parent_race_thread(void *arg)
 {
-	struct lp_thread *t = arg;
+	struct lpu_thread *t = arg;
 	struct parent_race *sh = t->shared;
 	__u32 s = 1 + t->index, root, child, h;
 	__u64 id, found = 0, gone = 0, final = 0, released = 0;
@@ -657,21 +657,21 @@ static void *parent_race_thread(void *arg)
 
 	if (t->index < sh->creators) {
 		for (i = 0; i < sizes.race_children / 2; i++) {
-			if (lp_new(sh->fd, LP_HANDLE_NONE, &root, NULL)) {
+			if (lpu_new(sh->fd, LP_HANDLE_NONE, &root, NULL)) {
 				__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
 				continue;
 			}
-			if (lp_new(sh->fd, root, &child, &id)) {
-				lp_put(sh->fd, root);
+			if (lpu_new(sh->fd, root, &child, &id)) {
+				lpu_put(sh->fd, root);
 				__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
 				continue;
 			}
 			/* The root lives on in its child alone. */
-			if (lp_put(sh->fd, root) != 0)
+			if (lpu_put(sh->fd, root) != 0)
 				__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
 			__atomic_store_n(&sh->published[t->index], id,
 					 __ATOMIC_RELEASE);
-			ret = lp_put(sh->fd, child);
+			ret = lpu_put(sh->fd, child);
 			if (ret < 0)
 				__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
 			else
@@ -694,7 +694,7 @@ static void *parent_race_thread(void *arg)
 		 * when a put that pinned the root still holds it (the root
 		 * then goes with that put); 0: not the last.
 		 */
-		ret = lp_put(sh->fd, h);
+		ret = lpu_put(sh->fd, h);
 		if (ret < 0 || ret > 2) {
 			__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
 		} else if (ret) {
@@ -710,7 +710,7 @@ static void *parent_race_thread(void *arg)
 }
 
 TEST_F_TIMEOUT(flavor, trygets_race_final_puts_that_free_the_parent,
-	       LP_SLOW_TIMEOUT)
+	       LPU_SLOW_TIMEOUT)
 {
 	struct parent_race sh = { .fd = self->fd };
 	struct lp_arena_stat as;
@@ -724,7 +724,7 @@ TEST_F_TIMEOUT(flavor, trygets_race_final_puts_that_free_the_parent,
 	t0 = now_s();
 	run_threads(n, parent_race_thread, &sh);
 	EXPECT_EQ(0, sh.bad);
-	ASSERT_EQ(0, lp_arena_stat(self->fd, &as));
+	ASSERT_EQ(0, lpu_arena_stat(self->fd, &as));
 	EXPECT_EQ((__u64)sh.creators * (sizes.race_children / 2) * 2,
 		  as.created);
 	EXPECT_EQ(as.created, as.freed);
@@ -784,33 +784,33 @@ static int handle_race_op(struct handle_race *sh, int op)
 
 	switch (op) {
 	case HR_GET:
-		ret = lp_get(sh->fd, sh->handle, &h);
+		ret = lpu_get(sh->fd, sh->handle, &h);
 		break;
 	case HR_LOOKUP:
 		if (!sh->lookup)
-			return lp_stat(sh->fd, sh->handle, &st);
-		ret = lp_lookup(sh->fd, sh->handle, sh->child_id, &h);
+			return lpu_stat(sh->fd, sh->handle, &st);
+		ret = lpu_lookup(sh->fd, sh->handle, sh->child_id, &h);
 		break;
 	case HR_NEW:
-		ret = lp_new(sh->fd, sh->handle, &h, NULL);
+		ret = lpu_new(sh->fd, sh->handle, &h, NULL);
 		/* The new child's only reference is its handle. */
 		last = 1;
 		break;
 	case HR_STAT:
-		return lp_stat(sh->fd, sh->handle, &st);
+		return lpu_stat(sh->fd, sh->handle, &st);
 	default:
-		ret = lp_run(sh->fd, LP_OP_GET_PUT, sh->handle, 16, 0, &run);
+		ret = lpu_run(sh->fd, LP_OP_GET_PUT, sh->handle, 16, 0, &run);
 		return ret || run.completed == 16 ? ret : -EPROTO;
 	}
 	/* Put back what the op made; the root and its child live on. */
-	if (!ret && lp_put(sh->fd, h) != last)
+	if (!ret && lpu_put(sh->fd, h) != last)
 		return -EPROTO;
 	return ret;
 }
 
 static void *handle_race_thread(void *arg)
 {
-	struct lp_thread *t = arg;
+	struct lpu_thread *t = arg;
 	struct handle_race *sh = t->shared;
 	__u32 s = 1 + t->index;
 	int op, ret, state;
@@ -819,7 +819,7 @@ static void *handle_race_thread(void *arg)
 		usleep(rnd(&s) % 400);
 		__atomic_store_n(&sh->putting, 1, __ATOMIC_SEQ_CST);
 		/* The child keeps the root: the handle's put is not the last. */
-		if (lp_put(sh->fd, sh->handle) != 0)
+		if (lpu_put(sh->fd, sh->handle) != 0)
 			__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
 		__atomic_store_n(&sh->putting, 2, __ATOMIC_SEQ_CST);
 		return NULL;
@@ -843,7 +843,7 @@ static void *handle_race_thread(void *arg)
 }
 
 TEST_F_TIMEOUT(flavor, handle_ops_race_the_put_of_their_handle,
-	       LP_SLOW_TIMEOUT)
+	       LPU_SLOW_TIMEOUT)
 {
 	struct handle_race sh = { .fd = self->fd };
 	__u32 child, filler, fill[64];
@@ -855,30 +855,30 @@ TEST_F_TIMEOUT(flavor, handle_ops_race_the_put_of_their_handle,
 	if (n > 64)
 		n = 64;
 	sh.lookup = has_child_list(variant->flavor);
-	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &filler, NULL));
+	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &filler, NULL));
 	/* More rounds, up to ten times as many, while no op met the PUT. */
-	for (round = 0; round < LP_HANDLE_RACE_ROUNDS ||
-	     (!sh.raced && round < 10 * LP_HANDLE_RACE_ROUNDS); round++) {
+	for (round = 0; round < LPU_HANDLE_RACE_ROUNDS ||
+	     (!sh.raced && round < 10 * LPU_HANDLE_RACE_ROUNDS); round++) {
 		/* At most one new handle per user at a time: n slots. */
 		for (i = 0; i < n; i++)
-			ASSERT_EQ(0, lp_get(self->fd, filler, &fill[i]));
-		ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &sh.handle,
-				    NULL));
-		ASSERT_EQ(0, lp_new(self->fd, sh.handle, &child,
-				    &sh.child_id));
+			ASSERT_EQ(0, lpu_get(self->fd, filler, &fill[i]));
+		ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &sh.handle,
+				     NULL));
+		ASSERT_EQ(0, lpu_new(self->fd, sh.handle, &child,
+				     &sh.child_id));
 		for (i = 0; i < n; i++)
-			ASSERT_EQ(0, lp_put(self->fd, fill[i]));
+			ASSERT_EQ(0, lpu_put(self->fd, fill[i]));
 		ASSERT_LT(fill[n - 1], sh.handle);
 		sh.putting = 0;
 		run_threads(n, handle_race_thread, &sh);
 		ASSERT_EQ(0, sh.bad);
 		/* The handle is gone for every op. */
-		EXPECT_EQ(-EBADF, lp_put(self->fd, sh.handle));
+		EXPECT_EQ(-EBADF, lpu_put(self->fd, sh.handle));
 		/* The child's put frees it and the root it kept. */
-		EXPECT_EQ(2, lp_put(self->fd, child));
+		EXPECT_EQ(2, lpu_put(self->fd, child));
 	}
-	EXPECT_EQ(1, lp_put(self->fd, filler));
-	ASSERT_EQ(0, lp_arena_stat(self->fd, &as));
+	EXPECT_EQ(1, lpu_put(self->fd, filler));
+	ASSERT_EQ(0, lpu_arena_stat(self->fd, &as));
 	EXPECT_EQ(0, as.handles);
 	EXPECT_EQ(0, as.live);
 	EXPECT_EQ(as.created, as.freed);
@@ -918,7 +918,7 @@ struct kernel_race {
 
 static void *kernel_race_thread(void *arg)
 {
-	struct lp_thread *t = arg;
+	struct lpu_thread *t = arg;
 	struct kernel_race *sh = t->shared;
 	__u64 won = 0, tries = 0;
 	struct lp_run run;
@@ -926,8 +926,8 @@ static void *kernel_race_thread(void *arg)
 	int ret;
 
 	if (t->index < sh->creators) {
-		ret = lp_run(sh->fd, LP_OP_NEW_PUT, sh->root,
-			     sh->per_creator, 0, &run);
+		ret = lpu_run(sh->fd, LP_OP_NEW_PUT, sh->root,
+			      sh->per_creator, 0, &run);
 		if (ret || run.completed != sh->per_creator)
 			__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
 		else
@@ -939,21 +939,21 @@ static void *kernel_race_thread(void *arg)
 	}
 	op = (sh->lookup && (t->index & 1)) ? LP_OP_LOOKUP_PUT : LP_OP_TRYGET_PUT;
 	while (__atomic_load_n(&sh->done, __ATOMIC_ACQUIRE) < sh->creators) {
-		ret = lp_run(sh->fd, op, sh->root, LP_RACE_CHUNK, LP_ID_NEWEST,
-			     &run);
+		ret = lpu_run(sh->fd, op, sh->root, LPU_RACE_CHUNK, LP_ID_NEWEST,
+			      &run);
 		if (ret) {
 			__atomic_fetch_add(&sh->bad, 1, __ATOMIC_RELAXED);
 			break;
 		}
 		won += run.completed;
-		tries += LP_RACE_CHUNK;
+		tries += LPU_RACE_CHUNK;
 		/*
 		 * Pause between chunks: an idle vCPU gives its host core to
 		 * the creators (TCG runs 4 vCPUs on 2 host cores), whose
 		 * final puts are what the test counts; the racers still
 		 * race every one of them in the chunks.
 		 */
-		usleep(LP_RACER_PAUSE_US);
+		usleep(LPU_RACER_PAUSE_US);
 	}
 	__atomic_fetch_add(&sh->won, won, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&sh->tries, tries, __ATOMIC_RELAXED);
@@ -961,7 +961,7 @@ static void *kernel_race_thread(void *arg)
 }
 
 TEST_F_TIMEOUT(flavor, kernel_lookups_and_trygets_race_final_puts,
-	       LP_RACE_TIMEOUT)
+	       LPU_RACE_TIMEOUT)
 {
 	struct kernel_race sh = { .fd = self->fd };
 	struct lp_arena_stat as;
@@ -980,22 +980,22 @@ TEST_F_TIMEOUT(flavor, kernel_lookups_and_trygets_race_final_puts,
 	sh.creators = n / 2;
 	sh.per_creator = (sizes.race_puts + sh.creators - 1) / sh.creators;
 	sh.lookup = has_child_list(variant->flavor);
-	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &sh.root, NULL));
+	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &sh.root, NULL));
 	t0 = now_s();
 	/* Another round only while an interleaving is still unseen. */
 	do {
 		sh.done = 0;
 		run_threads(n, kernel_race_thread, &sh);
 		rounds++;
-	} while (!sh.bad && rounds < LP_RACE_ROUNDS &&
+	} while (!sh.bad && rounds < LPU_RACE_ROUNDS &&
 		 (!sh.won || sh.won == sh.tries || !sh.by_racers));
 	EXPECT_EQ(0, sh.bad);
 	EXPECT_EQ(rounds * sh.creators * sh.per_creator, sh.created);
-	ASSERT_EQ(0, lp_stat(self->fd, sh.root, &st));
+	ASSERT_EQ(0, lpu_stat(self->fd, sh.root, &st));
 	EXPECT_EQ(1, st.refcount);
 	EXPECT_EQ(0, st.children);
-	EXPECT_EQ(1, lp_put(self->fd, sh.root));
-	ASSERT_EQ(0, lp_arena_stat(self->fd, &as));
+	EXPECT_EQ(1, lpu_put(self->fd, sh.root));
+	ASSERT_EQ(0, lpu_arena_stat(self->fd, &as));
 	EXPECT_EQ(sh.created + 1, as.created);
 	EXPECT_EQ(as.created, as.freed);
 	EXPECT_EQ(0, module_live(self->fd));
@@ -1025,7 +1025,7 @@ TEST_F_TIMEOUT(flavor, kernel_lookups_and_trygets_race_final_puts,
  * dev.*.handle_tables_fail_all_or_nothing walks the growth points.
  */
 TEST_F_TIMEOUT(flavor, every_allocation_may_fail_all_or_nothing,
-	       LP_SLOW_TIMEOUT)
+	       LPU_SLOW_TIMEOUT)
 {
 	static const enum fl_op probes[] = {
 		FL_IDENTIFY, FL_STAT, FL_ARENA_STAT, FL_RMW, FL_RUN_GET_PUT,
@@ -1082,7 +1082,7 @@ TEST_F_TIMEOUT(flavor, every_allocation_may_fail_all_or_nothing,
 	fl_report(_metadata, variant->module, fname, FL_RUN_NEW_PUT, &cnt);
 	fl_expect_reached(_metadata, FL_RUN_NEW_PUT, &cnt);
 	/* The PUT probe's handle, made without injection. */
-	ASSERT_EQ(0, lp_get(self->fd, c->handle[FL_ROOT], &c->spare));
+	ASSERT_EQ(0, lpu_get(self->fd, c->handle[FL_ROOT], &c->spare));
 	fl_hold(c, false, c->spare);
 	for (i = 0; i < ARRAY_SIZE(probes); i++) {
 		if (probes[i] == FL_RUN_LOOKUP_PUT && !list)

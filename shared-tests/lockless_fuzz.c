@@ -1601,7 +1601,7 @@ struct fz_thread_arg {
 
 static void *fz_own_thread(void *arg)
 {
-	struct lp_thread *t = arg;
+	struct lpu_thread *t = arg;
 	struct fz_thread_arg *a = t->shared;
 	struct fz_run *r = calloc(1, sizeof(*r));
 	struct __test_metadata *_metadata = a->meta;
@@ -1629,7 +1629,7 @@ static void *fz_own_thread(void *arg)
  */
 static void *fz_shared_thread(void *arg)
 {
-	struct lp_thread *t = arg;
+	struct lpu_thread *t = arg;
 	struct fz_thread_arg *a = t->shared;
 	struct fz_gen *g = calloc(1, sizeof(*g));
 	unsigned char out[FZ_ARG_MAX];

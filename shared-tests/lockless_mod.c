@@ -34,7 +34,7 @@ FIXTURE_VARIANT_ADD(mod, rust)
 
 FIXTURE_SETUP(mod)
 {
-	snprintf(self->ko, sizeof(self->ko), "%s/%s.ko", LP_MODULE_DIR,
+	snprintf(self->ko, sizeof(self->ko), "%s/%s.ko", LPU_MODULE_DIR,
 		 variant->module);
 }
 

@@ -12,6 +12,13 @@
  *
  * Sizes are for QEMU TCG with KASAN and lockdep on two host cores, where
  * one ioctl costs tens of microseconds: see each #define.
+ *
+ * Names: lp_ and LP_ are the contract's (lockless_uapi.h) and the
+ * modules'. What userspace defines for itself, here and in
+ * lockless_demo.c and lockless_bench.c, is lpu_ and LPU_ (lpu_txn_stop()
+ * wraps TXN_STOP, lp_txn_stop() is the modules' function), so that a grep
+ * for a module's name lands in a module. The environment variables
+ * (LP_PRESET, LP_RACE_PUTS, ...) keep their names: scripts/ sets them.
  */
 #ifndef _LOCKLESS_TEST_H
 #define _LOCKLESS_TEST_H
@@ -39,8 +46,8 @@
 #include "lockless_uapi.h"
 #include "lockless_names.h"
 
-#ifndef LP_MODULE_DIR
-#define LP_MODULE_DIR "/modules"
+#ifndef LPU_MODULE_DIR
+#define LPU_MODULE_DIR "/modules"
 #endif
 
 /*
@@ -57,7 +64,7 @@
  *   race_puts     in-kernel racing final puts per flavor and module and
  *                 round (RUN NEW_PUT against RUN LOOKUP_PUT/TRYGET_PUT),
  *                 ~1,000 per second under TCG; another round runs, up to
- *                 LP_RACE_ROUNDS, only while an interleaving is unseen
+ *                 LPU_RACE_ROUNDS, only while an interleaving is unseen
  *   race_children short-lived children per creator thread in the
  *                 ioctl-driven final-put race
  *   storm_ioctls  ioctl get/put pairs per thread in a storm
@@ -70,7 +77,7 @@
  *
  * LP_RACE_PUTS=N and LP_CHAIN_DEPTH=N override one size of the preset.
  */
-struct lp_sizes {
+struct lpu_sizes {
 	const char *preset;
 	unsigned long long chain_depth;
 	unsigned long long race_puts;
@@ -81,12 +88,12 @@ struct lp_sizes {
 	unsigned long long txn_commits;
 };
 
-static const struct lp_sizes lp_presets[] = {
+static const struct lpu_sizes lpu_presets[] = {
 	{ "quick", 2000, 4000, 1000, 300, 20000, 50000, 300 },
 	{ "full", 100000, 100000, 3000, 1000, 50000, 100000, 3000 },
 };
 
-static struct lp_sizes sizes;
+static struct lpu_sizes sizes;
 
 static unsigned long long env_size(const char *name, unsigned long long def)
 {
@@ -101,10 +108,10 @@ static void __attribute__((constructor)) read_sizes(void)
 	const char *preset = getenv("LP_PRESET");
 	size_t i;
 
-	sizes = lp_presets[0];
-	for (i = 0; i < ARRAY_SIZE(lp_presets); i++)
-		if (preset && !strcmp(preset, lp_presets[i].preset))
-			sizes = lp_presets[i];
+	sizes = lpu_presets[0];
+	for (i = 0; i < ARRAY_SIZE(lpu_presets); i++)
+		if (preset && !strcmp(preset, lpu_presets[i].preset))
+			sizes = lpu_presets[i];
 	sizes.race_puts = env_size("LP_RACE_PUTS", sizes.race_puts);
 	sizes.chain_depth = env_size("LP_CHAIN_DEPTH", sizes.chain_depth);
 	/* Enough for the race tests' "it happened" counts to be non-zero. */
@@ -122,63 +129,63 @@ static void __attribute__((constructor)) read_sizes(void)
 }
 
 /* The in-kernel race's own limit: 10^5 puts take ~100 s, 6x headroom. */
-#define LP_RACE_TIMEOUT		600
+#define LPU_RACE_TIMEOUT		600
 /* Iterations of one racer RUN chunk: a racer re-checks "done" after each. */
-#define LP_RACE_CHUNK		200
+#define LPU_RACE_CHUNK		200
 /* Racers' pause between two chunks (kernel_lookups_and_trygets_...). */
-#define LP_RACER_PAUSE_US	5000
+#define LPU_RACER_PAUSE_US	5000
 /*
  * Most rounds of race_puts the in-kernel race runs until it has seen every
  * interleaving it checks for. LOCKLESS's get-to-put window is a few
  * instructions wide: a round of 10^4 final puts gave it 3 to 11 racer
  * final puts on a quiet host, and none at all in one CI run.
  */
-#define LP_RACE_ROUNDS		8
+#define LPU_RACE_ROUNDS		8
 /* Random values per thread in the RMW tests. */
-#define LP_RMW_VALUES		1000
+#define LPU_RMW_VALUES		1000
 /*
  * Values per thread in the chain test: a cmpxchg race is a window of a few
  * instructions against ~60 us per ioctl, so a lost race is rare there;
  * the in-kernel tests (rmw_run) are where the ops really contend.
  */
-#define LP_CHAIN_VALUES		2000
+#define LPU_CHAIN_VALUES		2000
 /* Least failed cmpxchg an in-kernel contention run of a CAS op must see. */
-#define LP_MIN_CONTENDED	200
+#define LPU_MIN_CONTENDED	200
 /* Iterations of the RUN tests. */
-#define LP_RUN_ITERATIONS	10000
+#define LPU_RUN_ITERATIONS	10000
 /* TXN_STATs a committer makes at most, waiting for a handle to drain. */
-#define LP_TXN_POLLS		1000
+#define LPU_TXN_POLLS		1000
 /* Longest the drain race goes on (its COMMITs take ~3 ms each). */
-#define LP_TXN_RACE_S		60
+#define LPU_TXN_RACE_S		60
 /* Slow tests get this many seconds instead of the harness's 30. */
-#define LP_SLOW_TIMEOUT		300
+#define LPU_SLOW_TIMEOUT		300
 /* Rounds of the handle-vs-PUT race, per flavor and module (~0.2 s each). */
-#define LP_HANDLE_RACE_ROUNDS	40
+#define LPU_HANDLE_RACE_ROUNDS	40
 
 /* ---- thin ioctl wrappers: 0 or -errno ---------------------------------- */
 
-static int lp_call(int fd, unsigned long cmd, void *arg)
+static int lpu_call(int fd, unsigned long cmd, void *arg)
 {
 	return ioctl(fd, cmd, arg) ? -errno : 0;
 }
 
-static int lp_identify(int fd, struct lp_identify *id)
+static int lpu_identify(int fd, struct lp_identify *id)
 {
 	memset(id, 0, sizeof(*id));
-	return lp_call(fd, LP_IOC_IDENTIFY, id);
+	return lpu_call(fd, LP_IOC_IDENTIFY, id);
 }
 
-static int lp_configure(int fd, __u32 flavor)
+static int lpu_configure(int fd, __u32 flavor)
 {
 	struct lp_configure c = { .flavor = flavor };
 
-	return lp_call(fd, LP_IOC_CONFIGURE, &c);
+	return lpu_call(fd, LP_IOC_CONFIGURE, &c);
 }
 
-static int lp_new(int fd, __u32 parent, __u32 *handle, __u64 *id)
+static int lpu_new(int fd, __u32 parent, __u32 *handle, __u64 *id)
 {
 	struct lp_new n = { .parent = parent };
-	int ret = lp_call(fd, LP_IOC_NEW, &n);
+	int ret = lpu_call(fd, LP_IOC_NEW, &n);
 
 	if (!ret) {
 		*handle = n.handle;
@@ -188,10 +195,10 @@ static int lp_new(int fd, __u32 parent, __u32 *handle, __u64 *id)
 	return ret;
 }
 
-static int lp_get(int fd, __u32 handle, __u32 *new_handle)
+static int lpu_get(int fd, __u32 handle, __u32 *new_handle)
 {
 	struct lp_get g = { .handle = handle };
-	int ret = lp_call(fd, LP_IOC_GET, &g);
+	int ret = lpu_call(fd, LP_IOC_GET, &g);
 
 	if (!ret)
 		*new_handle = g.new_handle;
@@ -199,79 +206,79 @@ static int lp_get(int fd, __u32 handle, __u32 *new_handle)
 }
 
 /* Returns the number released (>= 0) or -errno. */
-static int lp_put(int fd, __u32 handle)
+static int lpu_put(int fd, __u32 handle)
 {
 	struct lp_put p = { .handle = handle };
-	int ret = lp_call(fd, LP_IOC_PUT, &p);
+	int ret = lpu_call(fd, LP_IOC_PUT, &p);
 
 	return ret ? ret : (int)p.released;
 }
 
-static int lp_lookup(int fd, __u32 parent, __u64 id, __u32 *handle)
+static int lpu_lookup(int fd, __u32 parent, __u64 id, __u32 *handle)
 {
 	struct lp_lookup l = { .parent = parent, .id = id };
-	int ret = lp_call(fd, LP_IOC_LOOKUP, &l);
+	int ret = lpu_call(fd, LP_IOC_LOOKUP, &l);
 
 	if (!ret)
 		*handle = l.handle;
 	return ret;
 }
 
-static int lp_tryget(int fd, __u64 id, __u32 *handle)
+static int lpu_tryget(int fd, __u64 id, __u32 *handle)
 {
 	struct lp_tryget t = { .id = id };
-	int ret = lp_call(fd, LP_IOC_TRYGET, &t);
+	int ret = lpu_call(fd, LP_IOC_TRYGET, &t);
 
 	if (!ret)
 		*handle = t.handle;
 	return ret;
 }
 
-static int lp_stat(int fd, __u32 handle, struct lp_stat *s)
+static int lpu_stat(int fd, __u32 handle, struct lp_stat *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->handle = handle;
-	return lp_call(fd, LP_IOC_STAT, s);
+	return lpu_call(fd, LP_IOC_STAT, s);
 }
 
-static int lp_arena_stat(int fd, struct lp_arena_stat *s)
+static int lpu_arena_stat(int fd, struct lp_arena_stat *s)
 {
 	memset(s, 0, sizeof(*s));
-	return lp_call(fd, LP_IOC_ARENA_STAT, s);
+	return lpu_call(fd, LP_IOC_ARENA_STAT, s);
 }
 
-static int lp_rmw(int fd, __u32 op, __u64 value, struct lp_rmw *r)
+static int lpu_rmw(int fd, __u32 op, __u64 value, struct lp_rmw *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->op = op;
 	r->value = value;
-	return lp_call(fd, LP_IOC_RMW, r);
+	return lpu_call(fd, LP_IOC_RMW, r);
 }
 
-static int lp_run(int fd, __u32 op, __u32 handle, __u64 iterations,
-		  __u64 value, struct lp_run *r)
+static int lpu_run(int fd, __u32 op, __u32 handle, __u64 iterations,
+		   __u64 value, struct lp_run *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->op = op;
 	r->handle = handle;
 	r->iterations = iterations;
 	r->value = value;
-	return lp_call(fd, LP_IOC_RUN, r);
+	return lpu_call(fd, LP_IOC_RUN, r);
 }
 
-static int lp_txn_configure(int fd, __u32 flavor, __u32 max_credits)
+static int lpu_txn_configure(int fd, __u32 flavor, __u32 max_credits)
 {
 	struct lp_txn_configure c = {
 		.flavor = flavor, .max_credits = max_credits,
 	};
 
-	return lp_call(fd, LP_IOC_TXN_CONFIGURE, &c);
+	return lpu_call(fd, LP_IOC_TXN_CONFIGURE, &c);
 }
 
-static int lp_txn_start(int fd, __u32 *handle, __u64 *tid)
+static int lpu_txn_start(int fd, __u32 *handle, __u64 *tid)
 {
 	struct lp_txn_start s = { 0 };
-	int ret = lp_call(fd, LP_IOC_TXN_START, &s);
+	int ret = lpu_call(fd, LP_IOC_TXN_START, &s);
 
 	if (!ret) {
 		*handle = s.handle;
@@ -282,10 +289,10 @@ static int lp_txn_start(int fd, __u32 *handle, __u64 *tid)
 }
 
 /* A START that asks for @nblocks credits. */
-static int lp_txn_start_n(int fd, __u32 nblocks, __u32 *handle)
+static int lpu_txn_start_n(int fd, __u32 nblocks, __u32 *handle)
 {
 	struct lp_txn_start s = { .nblocks = nblocks };
-	int ret = lp_call(fd, LP_IOC_TXN_START, &s);
+	int ret = lpu_call(fd, LP_IOC_TXN_START, &s);
 
 	if (!ret)
 		*handle = s.handle;
@@ -293,41 +300,41 @@ static int lp_txn_start_n(int fd, __u32 nblocks, __u32 *handle)
 }
 
 /* Returns the credits given back (>= 0) or -errno. */
-static int lp_txn_stop(int fd, __u32 handle)
+static int lpu_txn_stop(int fd, __u32 handle)
 {
 	struct lp_txn_stop s = { .handle = handle };
-	int ret = lp_call(fd, LP_IOC_TXN_STOP, &s);
+	int ret = lpu_call(fd, LP_IOC_TXN_STOP, &s);
 
 	return ret ? ret : (int)s.credits;
 }
 
-static int lp_txn_extend(int fd, __u32 handle, __u32 nblocks,
-			 struct lp_txn_extend *e)
+static int lpu_txn_extend(int fd, __u32 handle, __u32 nblocks,
+			  struct lp_txn_extend *e)
 {
 	memset(e, 0, sizeof(*e));
 	e->handle = handle;
 	e->nblocks = nblocks;
-	return lp_call(fd, LP_IOC_TXN_EXTEND, e);
+	return lpu_call(fd, LP_IOC_TXN_EXTEND, e);
 }
 
-static int lp_txn_commit(int fd, __u32 timeout_ms, struct lp_txn_commit *c)
+static int lpu_txn_commit(int fd, __u32 timeout_ms, struct lp_txn_commit *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->timeout_ms = timeout_ms;
-	return lp_call(fd, LP_IOC_TXN_COMMIT, c);
+	return lpu_call(fd, LP_IOC_TXN_COMMIT, c);
 }
 
-static int lp_txn_stat(int fd, struct lp_txn_stat *s)
+static int lpu_txn_stat(int fd, struct lp_txn_stat *s)
 {
 	memset(s, 0, sizeof(*s));
-	return lp_call(fd, LP_IOC_TXN_STAT, s);
+	return lpu_call(fd, LP_IOC_TXN_STAT, s);
 }
 
 static __u64 module_live(int fd)
 {
 	struct lp_identify id;
 
-	if (lp_identify(fd, &id))
+	if (lpu_identify(fd, &id))
 		return ~0ull;
 	return id.live_gadgets;
 }
@@ -360,7 +367,7 @@ static double now_s(void)
  * Run @fn in @n threads, each pinned to CPU (index % online CPUs); they
  * start together (a barrier after pinning) so that they overlap.
  */
-struct lp_thread {
+struct lpu_thread {
 	pthread_t tid;
 	int index;
 	void *shared;
@@ -370,7 +377,7 @@ struct lp_thread {
 
 static void *thread_start(void *arg)
 {
-	struct lp_thread *t = arg;
+	struct lpu_thread *t = arg;
 
 	pin_to_cpu(t->index);
 	pthread_barrier_wait(t->start);
@@ -379,7 +386,7 @@ static void *thread_start(void *arg)
 
 static void run_threads(int n, void *(*fn)(void *), void *shared)
 {
-	struct lp_thread *t = calloc(n, sizeof(*t));
+	struct lpu_thread *t = calloc(n, sizeof(*t));
 	pthread_barrier_t start;
 	int i;
 
@@ -410,7 +417,7 @@ static void expect_module_clean(struct __test_metadata *_metadata,
 	int fd = open(path, O_RDWR | O_CLOEXEC);
 
 	ASSERT_LE(0, fd) TH_LOG("open %s: %s", path, strerror(errno));
-	EXPECT_EQ(0, lp_identify(fd, &id));
+	EXPECT_EQ(0, lpu_identify(fd, &id));
 	EXPECT_EQ(1, id.live_arenas) TH_LOG("%s: arenas leaked", path);
 	EXPECT_EQ(0, id.live_gadgets) TH_LOG("%s: gadgets leaked", path);
 	EXPECT_EQ(0, id.live_handles) TH_LOG("%s: handles leaked", path);
@@ -457,11 +464,11 @@ static __u32 rnd(__u32 *s)
 static int arena_still_works(int fd)
 {
 	__u32 h;
-	int ret = lp_new(fd, LP_HANDLE_NONE, &h, NULL);
+	int ret = lpu_new(fd, LP_HANDLE_NONE, &h, NULL);
 
 	if (ret)
 		return ret;
-	ret = lp_put(fd, h);
+	ret = lpu_put(fd, h);
 	return ret == 1 ? 0 : -1;
 }
 
@@ -664,7 +671,7 @@ static void fl_unhold(struct fl_ctx *c, bool txn, __u32 h)
 static int fl_find(int fd, __u32 op, __u32 parent, __u64 id)
 {
 	struct lp_run r;
-	int ret = lp_run(fd, op, parent, 1, id, &r);
+	int ret = lpu_run(fd, op, parent, 1, id, &r);
 
 	return ret ? ret : (int)r.completed;
 }
@@ -676,18 +683,18 @@ static int fl_snapshot(struct fl_ctx *c, struct fl_snap *s)
 	int ret;
 
 	memset(s, 0, sizeof(*s));
-	ret = lp_arena_stat(c->fd, &s->as);
+	ret = lpu_arena_stat(c->fd, &s->as);
 	if (!ret)
-		ret = lp_txn_stat(c->fd, &s->ts);
+		ret = lpu_txn_stat(c->fd, &s->ts);
 	if (!ret)
-		ret = lp_identify(c->fd, &id);
+		ret = lpu_identify(c->fd, &id);
 	if (ret)
 		return ret;
 	s->live_gadgets = id.live_gadgets;
 	s->live_arenas = id.live_arenas;
 	s->live_handles = id.live_handles;
 	for (i = 0; i < c->tracked; i++) {
-		ret = lp_stat(c->fd, c->handle[i], &s->st[i]);
+		ret = lpu_stat(c->fd, c->handle[i], &s->st[i]);
 		if (ret)
 			return ret;
 		ret = fl_find(c->fd, LP_OP_TRYGET_PUT, 0, c->id[i]);
@@ -826,88 +833,88 @@ static void fl_call(struct fl_ctx *c, enum fl_op op, unsigned int nth,
 		res->ret = res->fd < 0 ? -errno : 0;
 		break;
 	case FL_CONFIGURE:
-		res->ret = lp_configure(c->fd, c->flavor);
+		res->ret = lpu_configure(c->fd, c->flavor);
 		break;
 	case FL_NEW_ROOT:
-		res->ret = lp_new(c->fd, LP_HANDLE_NONE, &res->handle,
-				  &res->id);
+		res->ret = lpu_new(c->fd, LP_HANDLE_NONE, &res->handle,
+				   &res->id);
 		break;
 	case FL_NEW_CHILD:
-		res->ret = lp_new(c->fd, c->handle[FL_ROOT], &res->handle,
-				  &res->id);
+		res->ret = lpu_new(c->fd, c->handle[FL_ROOT], &res->handle,
+				   &res->id);
 		break;
 	case FL_GET:
-		res->ret = lp_get(c->fd, c->handle[FL_ROOT], &res->handle);
+		res->ret = lpu_get(c->fd, c->handle[FL_ROOT], &res->handle);
 		break;
 	case FL_LOOKUP:
-		res->ret = lp_lookup(c->fd, c->handle[FL_ROOT],
-				     c->id[FL_CHILD], &res->handle);
+		res->ret = lpu_lookup(c->fd, c->handle[FL_ROOT],
+				      c->id[FL_CHILD], &res->handle);
 		break;
 	case FL_TRYGET:
-		res->ret = lp_tryget(c->fd, c->id[FL_CHILD], &res->handle);
+		res->ret = lpu_tryget(c->fd, c->id[FL_CHILD], &res->handle);
 		break;
 	case FL_RUN_NEW_PUT:
-		res->ret = lp_run(c->fd, LP_OP_NEW_PUT, c->handle[FL_ROOT], 1,
-				  0, &run);
+		res->ret = lpu_run(c->fd, LP_OP_NEW_PUT, c->handle[FL_ROOT], 1,
+				   0, &run);
 		break;
 	case FL_TXN_START:
-		res->ret = lp_txn_start_n(c->fd, 1, &res->handle);
+		res->ret = lpu_txn_start_n(c->fd, 1, &res->handle);
 		break;
 	case FL_IDENTIFY:
-		res->ret = lp_identify(c->fd, &id);
+		res->ret = lpu_identify(c->fd, &id);
 		break;
 	case FL_STAT:
-		res->ret = lp_stat(c->fd, c->handle[FL_CHILD], &st);
+		res->ret = lpu_stat(c->fd, c->handle[FL_CHILD], &st);
 		break;
 	case FL_ARENA_STAT:
-		res->ret = lp_arena_stat(c->fd, &as);
+		res->ret = lpu_arena_stat(c->fd, &as);
 		break;
 	case FL_RMW:
-		res->ret = lp_rmw(c->fd, LP_OP_MAX_CMPXCHG, 1, &rmw);
+		res->ret = lpu_rmw(c->fd, LP_OP_MAX_CMPXCHG, 1, &rmw);
 		break;
 	case FL_RUN_GET_PUT:
-		res->ret = lp_run(c->fd, LP_OP_GET_PUT, c->handle[FL_CHILD], 1,
-				  0, &run);
+		res->ret = lpu_run(c->fd, LP_OP_GET_PUT, c->handle[FL_CHILD], 1,
+				   0, &run);
 		break;
 	case FL_RUN_LOOKUP_PUT:
-		res->ret = lp_run(c->fd, LP_OP_LOOKUP_PUT, c->handle[FL_ROOT],
-				  1, c->id[FL_CHILD], &run);
+		res->ret = lpu_run(c->fd, LP_OP_LOOKUP_PUT, c->handle[FL_ROOT],
+				   1, c->id[FL_CHILD], &run);
 		break;
 	case FL_RUN_TRYGET_PUT:
-		res->ret = lp_run(c->fd, LP_OP_TRYGET_PUT, 0, 1,
-				  c->id[FL_CHILD], &run);
+		res->ret = lpu_run(c->fd, LP_OP_TRYGET_PUT, 0, 1,
+				   c->id[FL_CHILD], &run);
 		break;
 	case FL_PUT:
 		res->handle = c->spare;
-		res->ret = lp_put(c->fd, c->spare);
+		res->ret = lpu_put(c->fd, c->spare);
 		break;
 	case FL_TXN_CONFIGURE:
-		res->ret = lp_txn_configure(c->fd, c->flavor,
-					    LP_TXN_CREDITS_DEFAULT);
+		res->ret = lpu_txn_configure(c->fd, c->flavor,
+					     LP_TXN_CREDITS_DEFAULT);
 		break;
 	case FL_TXN_EXTEND:
 		/* The newest handle: TXN_STOP stops the oldest. */
 		for (h = LP_MAX_HANDLES; h && !c->txn_held[h]; h--)
 			;
-		res->ret = lp_txn_extend(c->fd, h, 1, &te);
+		res->ret = lpu_txn_extend(c->fd, h, 1, &te);
 		break;
 	case FL_TXN_STAT:
-		res->ret = lp_txn_stat(c->fd, &ts);
+		res->ret = lpu_txn_stat(c->fd, &ts);
 		break;
 	case FL_RUN_TXN_START_STOP:
-		res->ret = lp_run(c->fd, LP_OP_TXN_START_STOP, 0, 1, 1, &run);
+		res->ret = lpu_run(c->fd, LP_OP_TXN_START_STOP, 0, 1, 1, &run);
 		break;
 	case FL_RUN_TXN_EXTEND:
-		res->ret = lp_run(c->fd, LP_OP_TXN_EXTEND, 0, 1, 1, &run);
+		res->ret = lpu_run(c->fd, LP_OP_TXN_EXTEND, 0, 1, 1, &run);
 		break;
 	case FL_TXN_STOP:
 		for (h = 1; h < LP_MAX_HANDLES && !c->txn_held[h]; h++)
 			;
 		res->handle = h;
-		res->ret = lp_txn_stop(c->fd, h);
+		res->ret = lpu_txn_stop(c->fd, h);
 		break;
 	default:
-		res->ret = lp_txn_commit(c->fd, 0, &tc);
+		res->ret = lpu_txn_commit(c->fd, 0, &tc);
 		break;
 	}
 	if (persist && write(mf, "0", 1) < 0)
@@ -1026,10 +1033,10 @@ static int fl_undo(struct fl_ctx *c, enum fl_op op, struct fl_result *res)
 	case FL_LOOKUP:
 	case FL_TRYGET:
 		fl_unhold(c, false, res->handle);
-		return lp_put(c->fd, res->handle) < 0 ? -1 : 0;
+		return lpu_put(c->fd, res->handle) < 0 ? -1 : 0;
 	case FL_TXN_START:
 		fl_unhold(c, true, res->handle);
-		return lp_txn_stop(c->fd, res->handle) < 0 ? -1 : 0;
+		return lpu_txn_stop(c->fd, res->handle) < 0 ? -1 : 0;
 	default:
 		return 0;	/* nothing to undo, or it cannot be */
 	}
@@ -1204,7 +1211,7 @@ static void fl_track(struct fl_ctx *c, unsigned int t, __u32 handle)
 	struct lp_stat st;
 
 	c->handle[t] = handle;
-	c->id[t] = lp_stat(c->fd, handle, &st) ? 0 : st.id;
+	c->id[t] = lpu_stat(c->fd, handle, &st) ? 0 : st.id;
 	c->tracked = t + 1;
 	if (c->id[t] > c->max_id)
 		c->max_id = c->id[t];

@@ -65,14 +65,14 @@ FIXTURE_SETUP(txn)
 	ASSERT_LE(0, self->fd) TH_LOG("open %s: %s (is %s.ko loaded?)",
 				      variant->path, strerror(errno),
 				      variant->module);
-	ASSERT_EQ(0, lp_identify(self->fd, &self->id));
+	ASSERT_EQ(0, lpu_identify(self->fd, &self->id));
 	ASSERT_NE(0, self->id.txn_flavors & 1u << variant->flavor)
 		TH_LOG("%s must implement %s", variant->module,
 		       txn_flavor_names[variant->flavor]);
 	ASSERT_EQ(ops, self->id.ops & ops)
 		TH_LOG("%s must implement the TXN RUN ops", variant->module);
-	ASSERT_EQ(0, lp_txn_configure(self->fd, variant->flavor,
-				      LP_TXN_CREDITS_DEFAULT));
+	ASSERT_EQ(0, lpu_txn_configure(self->fd, variant->flavor,
+				       LP_TXN_CREDITS_DEFAULT));
 }
 
 FIXTURE_TEARDOWN(txn)
@@ -88,14 +88,14 @@ static int txn_still_works(int fd)
 	struct lp_txn_extend e;
 	struct lp_txn_commit c;
 	__u32 h;
-	int ret = lp_txn_start(fd, &h, NULL);
+	int ret = lpu_txn_start(fd, &h, NULL);
 
 	if (ret)
 		return ret;
-	ret = lp_txn_extend(fd, h, 1, &e);
-	if (lp_txn_stop(fd, h) != (ret ? 0 : 1))
+	ret = lpu_txn_extend(fd, h, 1, &e);
+	if (lpu_txn_stop(fd, h) != (ret ? 0 : 1))
 		return -1000;
-	return ret ? ret : lp_txn_commit(fd, 1000, &c);
+	return ret ? ret : lpu_txn_commit(fd, 1000, &c);
 }
 
 TEST_F(txn, handle_life_is_seen_through_txn_stat)
@@ -106,7 +106,7 @@ TEST_F(txn, handle_life_is_seen_through_txn_stat)
 	__u32 h, h2;
 	__u64 tid;
 
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(variant->flavor, s.flavor);
 	EXPECT_EQ(LP_TXN_RUNNING, s.state);
 	EXPECT_EQ(0, s.tid);
@@ -116,52 +116,52 @@ TEST_F(txn, handle_life_is_seen_through_txn_stat)
 	EXPECT_EQ(0, s.handles);
 	EXPECT_EQ(0, s.committed);
 
-	ASSERT_EQ(0, lp_txn_start(self->fd, &h, &tid));
+	ASSERT_EQ(0, lpu_txn_start(self->fd, &h, &tid));
 	EXPECT_NE(0, h);
 	EXPECT_EQ(0, tid);
-	ASSERT_EQ(0, lp_txn_start(self->fd, &h2, NULL));
+	ASSERT_EQ(0, lpu_txn_start(self->fd, &h2, NULL));
 	EXPECT_NE(h, h2);
-	ASSERT_EQ(0, lp_txn_extend(self->fd, h, 10, &e));
+	ASSERT_EQ(0, lpu_txn_extend(self->fd, h, 10, &e));
 	EXPECT_EQ(10, e.credits);
 	EXPECT_EQ(10, e.granted);
-	ASSERT_EQ(0, lp_txn_extend(self->fd, h2, 5, &e));
+	ASSERT_EQ(0, lpu_txn_extend(self->fd, h2, 5, &e));
 	EXPECT_EQ(15, e.credits);
 	EXPECT_EQ(5, e.granted);
-	ASSERT_EQ(0, lp_txn_extend(self->fd, h, 1, &e));
+	ASSERT_EQ(0, lpu_txn_extend(self->fd, h, 1, &e));
 	EXPECT_EQ(16, e.credits);
 	EXPECT_EQ(11, e.granted);
 	/* One credit more than the limit: refused, nothing granted. */
-	EXPECT_EQ(-ENOSPC, lp_txn_extend(self->fd, h,
-					 LP_TXN_CREDITS_DEFAULT - 15, &e));
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(-ENOSPC, lpu_txn_extend(self->fd, h,
+					  LP_TXN_CREDITS_DEFAULT - 15, &e));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(2, s.updates);
 	EXPECT_EQ(16, s.credits);
 	EXPECT_EQ(2, s.handles);
 	/* Exactly up to the limit: granted. */
-	ASSERT_EQ(0, lp_txn_extend(self->fd, h2, LP_TXN_CREDITS_DEFAULT - 16,
-				   &e));
+	ASSERT_EQ(0, lpu_txn_extend(self->fd, h2, LP_TXN_CREDITS_DEFAULT - 16,
+				    &e));
 	EXPECT_EQ(LP_TXN_CREDITS_DEFAULT, e.credits);
 
-	EXPECT_EQ(11, lp_txn_stop(self->fd, h));
-	EXPECT_EQ(LP_TXN_CREDITS_DEFAULT - 11, lp_txn_stop(self->fd, h2));
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(11, lpu_txn_stop(self->fd, h));
+	EXPECT_EQ(LP_TXN_CREDITS_DEFAULT - 11, lpu_txn_stop(self->fd, h2));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(0, s.updates);
 	EXPECT_EQ(0, s.credits);
 	EXPECT_EQ(0, s.handles);
 
-	ASSERT_EQ(0, lp_txn_commit(self->fd, 1000, &c));
+	ASSERT_EQ(0, lpu_txn_commit(self->fd, 1000, &c));
 	EXPECT_EQ(0, c.tid);
 	EXPECT_EQ(0, c.updates);
 	EXPECT_EQ(0, c.credits);
 	EXPECT_EQ(0, c.slept);
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(1, s.tid);
 	EXPECT_EQ(1, s.committed);
 	EXPECT_EQ(LP_TXN_RUNNING, s.state);
 	EXPECT_EQ(0, s.late_starts);
-	ASSERT_EQ(0, lp_txn_start(self->fd, &h, &tid));
+	ASSERT_EQ(0, lpu_txn_start(self->fd, &h, &tid));
 	EXPECT_EQ(1, tid);
-	EXPECT_EQ(0, lp_txn_stop(self->fd, h));
+	EXPECT_EQ(0, lpu_txn_stop(self->fd, h));
 }
 
 struct txn_stopper {
@@ -176,7 +176,7 @@ static void *txn_stop_later(void *arg)
 	struct txn_stopper *s = arg;
 
 	usleep(s->delay_ms * 1000);
-	s->ret = lp_txn_stop(s->fd, s->handle);
+	s->ret = lpu_txn_stop(s->fd, s->handle);
 	return NULL;
 }
 
@@ -186,7 +186,7 @@ static void *txn_stop_later(void *arg)
  * and leaves the transaction as it found it.
  */
 TEST_F_TIMEOUT(txn, commit_drains_running_handles_or_times_out,
-	       LP_SLOW_TIMEOUT)
+	       LPU_SLOW_TIMEOUT)
 {
 	struct txn_stopper st = { .fd = self->fd, .delay_ms = 300 };
 	struct lp_txn_commit c;
@@ -195,12 +195,12 @@ TEST_F_TIMEOUT(txn, commit_drains_running_handles_or_times_out,
 	double t0;
 	__u32 h;
 
-	ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
-	EXPECT_EQ(-ETIMEDOUT, lp_txn_commit(self->fd, 0, &c));
+	ASSERT_EQ(0, lpu_txn_start(self->fd, &h, NULL));
+	EXPECT_EQ(-ETIMEDOUT, lpu_txn_commit(self->fd, 0, &c));
 	t0 = now_s();
-	EXPECT_EQ(-ETIMEDOUT, lp_txn_commit(self->fd, 100, &c));
+	EXPECT_EQ(-ETIMEDOUT, lpu_txn_commit(self->fd, 100, &c));
 	EXPECT_LE(0.09, now_s() - t0);
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(LP_TXN_RUNNING, s.state);
 	EXPECT_EQ(0, s.tid);
 	EXPECT_EQ(0, s.committed);
@@ -211,7 +211,7 @@ TEST_F_TIMEOUT(txn, commit_drains_running_handles_or_times_out,
 	st.handle = h;
 	ASSERT_EQ(0, pthread_create(&t, NULL, txn_stop_later, &st));
 	t0 = now_s();
-	EXPECT_EQ(0, lp_txn_commit(self->fd, LP_TXN_TIMEOUT_MAX_MS, &c));
+	EXPECT_EQ(0, lpu_txn_commit(self->fd, LP_TXN_TIMEOUT_MAX_MS, &c));
 	EXPECT_GT(5.0, now_s() - t0) TH_LOG("the STOP did not wake COMMIT");
 	pthread_join(t, NULL);
 	EXPECT_EQ(0, st.ret);
@@ -219,7 +219,7 @@ TEST_F_TIMEOUT(txn, commit_drains_running_handles_or_times_out,
 	EXPECT_EQ(1, c.updates);
 	EXPECT_LE(1, c.slept);
 	EXPECT_LE(100000000ull, c.wait_ns);
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(1, s.tid);
 	EXPECT_EQ(1, s.committed);
 	EXPECT_EQ(0, s.updates);
@@ -236,7 +236,7 @@ static void *txn_commit_thread(void *arg)
 {
 	struct txn_committer *k = arg;
 
-	k->ret = lp_txn_commit(k->fd, LP_TXN_TIMEOUT_MAX_MS, &k->c);
+	k->ret = lpu_txn_commit(k->fd, LP_TXN_TIMEOUT_MAX_MS, &k->c);
 	return NULL;
 }
 
@@ -246,7 +246,7 @@ static void *txn_commit_thread(void *arg)
  * the commit end and the next transaction starts handles again.
  */
 TEST_F_TIMEOUT(txn, locked_for_commit_refuses_start_and_extend,
-	       LP_SLOW_TIMEOUT)
+	       LPU_SLOW_TIMEOUT)
 {
 	struct txn_committer k = { .fd = self->fd };
 	struct lp_txn_extend e;
@@ -256,36 +256,36 @@ TEST_F_TIMEOUT(txn, locked_for_commit_refuses_start_and_extend,
 	__u64 tid;
 	int i;
 
-	ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
-	ASSERT_EQ(0, lp_txn_extend(self->fd, h, 3, &e));
+	ASSERT_EQ(0, lpu_txn_start(self->fd, &h, NULL));
+	ASSERT_EQ(0, lpu_txn_extend(self->fd, h, 3, &e));
 	ASSERT_EQ(0, pthread_create(&t, NULL, txn_commit_thread, &k));
 	for (i = 0; i < 5000; i++) {
-		ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+		ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 		if (s.state == LP_TXN_LOCKED_FOR_COMMIT)
 			break;
 		usleep(1000);
 	}
 	ASSERT_EQ(LP_TXN_LOCKED_FOR_COMMIT, s.state) {
-		lp_txn_stop(self->fd, h);
+		lpu_txn_stop(self->fd, h);
 		pthread_join(t, NULL);
 	}
-	EXPECT_EQ(-EAGAIN, lp_txn_start(self->fd, &h2, NULL));
-	EXPECT_EQ(-EAGAIN, lp_txn_extend(self->fd, h, 1, &e));
-	EXPECT_EQ(-EBUSY, lp_txn_configure(self->fd, variant->flavor, 10));
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(-EAGAIN, lpu_txn_start(self->fd, &h2, NULL));
+	EXPECT_EQ(-EAGAIN, lpu_txn_extend(self->fd, h, 1, &e));
+	EXPECT_EQ(-EBUSY, lpu_txn_configure(self->fd, variant->flavor, 10));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(1, s.updates);
 	EXPECT_EQ(3, s.credits);
 	EXPECT_EQ(1, s.handles);
-	EXPECT_EQ(3, lp_txn_stop(self->fd, h));
+	EXPECT_EQ(3, lpu_txn_stop(self->fd, h));
 	pthread_join(t, NULL);
 	EXPECT_EQ(0, k.ret);
 	EXPECT_EQ(1, k.c.updates);
 	EXPECT_EQ(3, k.c.credits);
-	ASSERT_EQ(0, lp_txn_start(self->fd, &h2, &tid));
+	ASSERT_EQ(0, lpu_txn_start(self->fd, &h2, &tid));
 	EXPECT_EQ(1, tid);
-	EXPECT_EQ(0, lp_txn_stop(self->fd, h2));
-	EXPECT_EQ(0, lp_txn_configure(self->fd, variant->flavor, 10));
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(0, lpu_txn_stop(self->fd, h2));
+	EXPECT_EQ(0, lpu_txn_configure(self->fd, variant->flavor, 10));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(10, s.max_credits);
 	ASSERT_EQ(0, txn_still_works(self->fd));
 }
@@ -293,7 +293,7 @@ TEST_F_TIMEOUT(txn, locked_for_commit_refuses_start_and_extend,
 /* ---- COMMIT's waits: killable, and a sleep that ran out re-checked ---- */
 
 /* A SIGKILLed COMMIT must die within this many seconds, not its 10 s. */
-#define LP_TXN_KILL_BOUND	2.0
+#define LPU_TXN_KILL_BOUND	2.0
 
 /* Read /proc/TID/@file of task @tid into @buf; its length, or -1. */
 static int read_proc_task(pid_t tid, const char *file, char *buf, size_t size)
@@ -352,7 +352,7 @@ static bool txn_commit_asleep(int fd, pid_t tid)
 	int i;
 
 	for (i = 0; i < 5000; i++) {
-		if (!lp_txn_stat(fd, &s) && s.state == LP_TXN_LOCKED_FOR_COMMIT &&
+		if (!lpu_txn_stat(fd, &s) && s.state == LP_TXN_LOCKED_FOR_COMMIT &&
 		    task_asleep(tid))
 			return true;
 		usleep(1000);
@@ -367,7 +367,7 @@ static pid_t fork_committer(int fd)
 	pid_t pid = fork();
 
 	if (pid == 0) {
-		lp_txn_commit(fd, LP_TXN_TIMEOUT_MAX_MS, &c);
+		lpu_txn_commit(fd, LP_TXN_TIMEOUT_MAX_MS, &c);
 		_exit(0);	/* COMMIT ended on its own: not killed */
 	}
 	return pid;
@@ -395,15 +395,15 @@ static void expect_txn_unchanged_then_commit(struct __test_metadata *_metadata,
 	struct lp_txn_commit c;
 	struct lp_txn_stat s;
 
-	ASSERT_EQ(0, lp_txn_stat(fd, &s));
+	ASSERT_EQ(0, lpu_txn_stat(fd, &s));
 	EXPECT_EQ(LP_TXN_RUNNING, s.state);
 	EXPECT_EQ(before->tid, s.tid);
 	EXPECT_EQ(before->committed, s.committed);
 	EXPECT_EQ(1, s.updates);
-	EXPECT_EQ(0, lp_txn_stop(fd, h));
-	ASSERT_EQ(0, lp_txn_commit(fd, 1000, &c));
+	EXPECT_EQ(0, lpu_txn_stop(fd, h));
+	ASSERT_EQ(0, lpu_txn_commit(fd, 1000, &c));
 	EXPECT_EQ(before->tid, c.tid);
-	ASSERT_EQ(0, lp_txn_stat(fd, &s));
+	ASSERT_EQ(0, lpu_txn_stat(fd, &s));
 	EXPECT_EQ(before->tid + 1, s.tid);
 	EXPECT_EQ(before->committed + 1, s.committed);
 }
@@ -413,7 +413,7 @@ static void expect_txn_unchanged_then_commit(struct __test_metadata *_metadata,
  * 10 s drain for a running handle, dies at once of SIGKILL, and its
  * COMMIT changes nothing.
  */
-TEST_F_TIMEOUT(txn, sigkill_ends_a_commit_in_its_drain, LP_SLOW_TIMEOUT)
+TEST_F_TIMEOUT(txn, sigkill_ends_a_commit_in_its_drain, LPU_SLOW_TIMEOUT)
 {
 	struct lp_txn_stat before;
 	int status = 0;
@@ -421,15 +421,15 @@ TEST_F_TIMEOUT(txn, sigkill_ends_a_commit_in_its_drain, LP_SLOW_TIMEOUT)
 	pid_t pid;
 	__u32 h;
 
-	ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &before));
+	ASSERT_EQ(0, lpu_txn_start(self->fd, &h, NULL));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &before));
 	pid = fork_committer(self->fd);
 	ASSERT_LT(0, pid);
 	ASSERT_TRUE(txn_commit_asleep(self->fd, pid))
 		kill_and_reap(pid, &status);
 	secs = kill_and_reap(pid, &status);
 	ASSERT_LE(0, secs);
-	EXPECT_GT(LP_TXN_KILL_BOUND, secs)
+	EXPECT_GT(LPU_TXN_KILL_BOUND, secs)
 		TH_LOG("COMMIT's drain ignored SIGKILL for %.1f s", secs);
 	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
 		TH_LOG("the child was not killed in COMMIT (status %#x)",
@@ -445,7 +445,7 @@ TEST_F_TIMEOUT(txn, sigkill_ends_a_commit_in_its_drain, LP_SLOW_TIMEOUT)
  * drains; then the first dies too, and neither changed anything.
  */
 TEST_F_TIMEOUT(txn, sigkill_ends_a_commit_queued_behind_another,
-	       LP_SLOW_TIMEOUT)
+	       LPU_SLOW_TIMEOUT)
 {
 	struct lp_txn_stat before, s;
 	int status = 0;
@@ -453,8 +453,8 @@ TEST_F_TIMEOUT(txn, sigkill_ends_a_commit_queued_behind_another,
 	double secs;
 	__u32 h;
 
-	ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &before));
+	ASSERT_EQ(0, lpu_txn_start(self->fd, &h, NULL));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &before));
 	first = fork_committer(self->fd);
 	ASSERT_LT(0, first);
 	ASSERT_TRUE(txn_commit_asleep(self->fd, first))
@@ -468,7 +468,7 @@ TEST_F_TIMEOUT(txn, sigkill_ends_a_commit_queued_behind_another,
 	}
 	secs = kill_and_reap(second, &status);
 	EXPECT_LE(0, secs);
-	EXPECT_GT(LP_TXN_KILL_BOUND, secs)
+	EXPECT_GT(LPU_TXN_KILL_BOUND, secs)
 		TH_LOG("COMMIT waiting for j_commit_mutex ignored SIGKILL for %.1f s",
 		       secs);
 	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
@@ -477,12 +477,12 @@ TEST_F_TIMEOUT(txn, sigkill_ends_a_commit_queued_behind_another,
 	TH_LOG("a COMMIT queued on j_commit_mutex died %.1f ms after SIGKILL",
 	       secs * 1e3);
 	/* It died queued: the first one drains still. */
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s))
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s))
 		kill_and_reap(first, &status);
 	EXPECT_EQ(LP_TXN_LOCKED_FOR_COMMIT, s.state);
 	secs = kill_and_reap(first, &status);
 	ASSERT_LE(0, secs);
-	EXPECT_GT(LP_TXN_KILL_BOUND, secs)
+	EXPECT_GT(LPU_TXN_KILL_BOUND, secs)
 		TH_LOG("COMMIT's drain ignored SIGKILL for %.1f s", secs);
 	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
 		TH_LOG("the first child was not killed in COMMIT (status %#x)",
@@ -502,7 +502,7 @@ TEST_F_TIMEOUT(txn, sigkill_ends_a_commit_queued_behind_another,
  * ~950 ms, is off meanwhile. Each attempt checks that the timing held,
  * and is run again (up to 3 times) if not.
  */
-#define LP_TXN_RECHECK_MS	500
+#define LPU_TXN_RECHECK_MS	500
 
 struct txn_recheck {
 	int fd, cpu;
@@ -537,7 +537,7 @@ static void *txn_recheck_committer(void *arg)
 	pin_to_cpu(r->cpu);
 	r->pinned = sched_getcpu() == r->cpu;
 	__atomic_store_n(&r->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
-	r->ret = lp_txn_commit(r->fd, LP_TXN_RECHECK_MS, &r->c);
+	r->ret = lpu_txn_commit(r->fd, LPU_TXN_RECHECK_MS, &r->c);
 	return NULL;
 }
 
@@ -591,7 +591,7 @@ static long long fair_server_runtime(int cpu, long long ns)
 }
 
 /*
- * One attempt: a COMMIT of LP_TXN_RECHECK_MS waits for the running handle
+ * One attempt: a COMMIT of LPU_TXN_RECHECK_MS waits for the running handle
  * @h; once the committer sleeps, the spinner holds its CPU from at least
  * 50 ms before the earliest the timer can fire (t0 + the timeout - one
  * jiffy); the handle stops once the timer has woken the committer, which
@@ -604,7 +604,7 @@ static long long fair_server_runtime(int cpu, long long ns)
 static bool txn_recheck_once(int fd, int cpu, __u32 h, struct txn_recheck *r,
 			     int *stop_ret)
 {
-	double t0, t_asleep, tmo = LP_TXN_RECHECK_MS / 1e3;
+	double t0, t_asleep, tmo = LPU_TXN_RECHECK_MS / 1e3;
 	pthread_t committer, spinner;
 	pid_t tid = 0;
 	int i;
@@ -615,7 +615,7 @@ static bool txn_recheck_once(int fd, int cpu, __u32 h, struct txn_recheck *r,
 	t0 = now_s();
 	r->t0 = t0;
 	if (pthread_create(&committer, NULL, txn_recheck_committer, r)) {
-		*stop_ret = lp_txn_stop(fd, h);
+		*stop_ret = lpu_txn_stop(fd, h);
 		return false;
 	}
 	for (i = 0; i < 5000 && !tid; i++) {
@@ -624,7 +624,7 @@ static bool txn_recheck_once(int fd, int cpu, __u32 h, struct txn_recheck *r,
 			usleep(1000);
 	}
 	if (!tid || !txn_commit_asleep(fd, tid)) {
-		*stop_ret = lp_txn_stop(fd, h);
+		*stop_ret = lpu_txn_stop(fd, h);
 		pthread_join(committer, NULL);
 		return false;
 	}
@@ -633,7 +633,7 @@ static bool txn_recheck_once(int fd, int cpu, __u32 h, struct txn_recheck *r,
 	r->spin_from = t_asleep + 0.05 > t0 + tmo / 2 ? t_asleep + 0.05 :
 							 t0 + tmo / 2;
 	if (pthread_create(&spinner, NULL, txn_recheck_spinner, r)) {
-		*stop_ret = lp_txn_stop(fd, h);
+		*stop_ret = lpu_txn_stop(fd, h);
 		pthread_join(committer, NULL);
 		return false;
 	}
@@ -641,7 +641,7 @@ static bool txn_recheck_once(int fd, int cpu, __u32 h, struct txn_recheck *r,
 	       now_s() < t_asleep + tmo + 1.0)
 		usleep(1000);
 	r->t_stop = now_s();
-	*stop_ret = lp_txn_stop(fd, h);
+	*stop_ret = lpu_txn_stop(fd, h);
 	__atomic_store_n(&r->stop, 1, __ATOMIC_RELAXED);
 	pthread_join(spinner, NULL);
 	pthread_join(committer, NULL);
@@ -650,7 +650,7 @@ static bool txn_recheck_once(int fd, int cpu, __u32 h, struct txn_recheck *r,
 }
 
 TEST_F_TIMEOUT(txn, commit_rechecks_updates_when_its_sleep_runs_out,
-	       LP_SLOW_TIMEOUT)
+	       LPU_SLOW_TIMEOUT)
 {
 	struct lp_txn_stat before, s;
 	struct txn_recheck r;
@@ -666,9 +666,9 @@ TEST_F_TIMEOUT(txn, commit_rechecks_updates_when_its_sleep_runs_out,
 		TH_LOG("cannot read CPU %d's fair server in debugfs", cpu);
 	ASSERT_EQ(0, fair_server_runtime(cpu, 0));
 	for (attempt = 1; attempt <= 3 && !held; attempt++) {
-		ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL))
+		ASSERT_EQ(0, lpu_txn_start(self->fd, &h, NULL))
 			fair_server_runtime(cpu, runtime);
-		ASSERT_EQ(0, lp_txn_stat(self->fd, &before))
+		ASSERT_EQ(0, lpu_txn_stat(self->fd, &before))
 			fair_server_runtime(cpu, runtime);
 		held = txn_recheck_once(self->fd, cpu, h, &r, &stop_ret);
 		EXPECT_EQ(0, stop_ret);
@@ -688,11 +688,11 @@ TEST_F_TIMEOUT(txn, commit_rechecks_updates_when_its_sleep_runs_out,
 	if (r.ret)
 		return;
 	EXPECT_EQ(1, r.c.slept);
-	EXPECT_LE(LP_TXN_RECHECK_MS * 1000000ull, r.c.wait_ns)
+	EXPECT_LE(LPU_TXN_RECHECK_MS * 1000000ull, r.c.wait_ns)
 		TH_LOG("COMMIT ended after %.1f ms, before its sleep ran out",
 		       r.c.wait_ns / 1e6);
 	EXPECT_EQ(before.tid, r.c.tid);
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(LP_TXN_RUNNING, s.state);
 	EXPECT_EQ(before.tid + 1, s.tid);
 	EXPECT_EQ(before.committed + 1, s.committed);
@@ -713,57 +713,57 @@ TEST_F(txn, bad_txn_input_gets_the_documented_errno)
 	__u32 h, g;
 
 	/* -EFAULT: bad user pointer, for every TXN ioctl. */
-	EXPECT_EQ(-EFAULT, lp_call(self->fd, LP_IOC_TXN_CONFIGURE, NULL));
-	EXPECT_EQ(-EFAULT, lp_call(self->fd, LP_IOC_TXN_START, NULL));
-	EXPECT_EQ(-EFAULT, lp_call(self->fd, LP_IOC_TXN_STOP, NULL));
-	EXPECT_EQ(-EFAULT, lp_call(self->fd, LP_IOC_TXN_EXTEND, NULL));
-	EXPECT_EQ(-EFAULT, lp_call(self->fd, LP_IOC_TXN_COMMIT, NULL));
-	EXPECT_EQ(-EFAULT, lp_call(self->fd, LP_IOC_TXN_STAT, (void *)8));
+	EXPECT_EQ(-EFAULT, lpu_call(self->fd, LP_IOC_TXN_CONFIGURE, NULL));
+	EXPECT_EQ(-EFAULT, lpu_call(self->fd, LP_IOC_TXN_START, NULL));
+	EXPECT_EQ(-EFAULT, lpu_call(self->fd, LP_IOC_TXN_STOP, NULL));
+	EXPECT_EQ(-EFAULT, lpu_call(self->fd, LP_IOC_TXN_EXTEND, NULL));
+	EXPECT_EQ(-EFAULT, lpu_call(self->fd, LP_IOC_TXN_COMMIT, NULL));
+	EXPECT_EQ(-EFAULT, lpu_call(self->fd, LP_IOC_TXN_STAT, (void *)8));
 	ASSERT_EQ(0, txn_still_works(self->fd));
 
 	/* -EINVAL: a non-zero reserved field, for every TXN ioctl. */
 	memset(&cf, 0, sizeof(cf));
 	cf.max_credits = 10;
 	cf.reserved[2] = 1;
-	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_TXN_CONFIGURE, &cf));
+	EXPECT_EQ(-EINVAL, lpu_call(self->fd, LP_IOC_TXN_CONFIGURE, &cf));
 	memset(&sa, 0, sizeof(sa));
 	sa.reserved[3] = 1;
-	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_TXN_START, &sa));
+	EXPECT_EQ(-EINVAL, lpu_call(self->fd, LP_IOC_TXN_START, &sa));
 	memset(&so, 0, sizeof(so));
 	so.reserved[0] = 1;
-	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_TXN_STOP, &so));
+	EXPECT_EQ(-EINVAL, lpu_call(self->fd, LP_IOC_TXN_STOP, &so));
 	memset(&e, 0, sizeof(e));
 	e.nblocks = 1;
 	e.reserved[1] = 1;
-	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_TXN_EXTEND, &e));
+	EXPECT_EQ(-EINVAL, lpu_call(self->fd, LP_IOC_TXN_EXTEND, &e));
 	memset(&c, 0, sizeof(c));
 	c.reserved[0] = 1;
-	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_TXN_COMMIT, &c));
+	EXPECT_EQ(-EINVAL, lpu_call(self->fd, LP_IOC_TXN_COMMIT, &c));
 	memset(&s, 0, sizeof(s));
 	s.reserved[1] = 1;
-	EXPECT_EQ(-EINVAL, lp_call(self->fd, LP_IOC_TXN_STAT, &s));
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(-EINVAL, lpu_call(self->fd, LP_IOC_TXN_STAT, &s));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(0, s.handles) TH_LOG("a START with bad input started");
 	ASSERT_EQ(0, txn_still_works(self->fd));
 
 	/* -EINVAL: unknown flavor, credits and timeouts out of range. */
-	EXPECT_EQ(-EINVAL, lp_txn_configure(self->fd, LP_TXN_FLAVOR_COUNT, 10));
-	EXPECT_EQ(-EINVAL, lp_txn_configure(self->fd, variant->flavor, 0));
-	EXPECT_EQ(-EINVAL, lp_txn_configure(self->fd, variant->flavor,
-					    LP_TXN_CREDITS_MAX + 1));
-	ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
-	EXPECT_EQ(-EINVAL, lp_txn_extend(self->fd, h, 0, &e));
-	EXPECT_EQ(-EINVAL, lp_txn_extend(self->fd, h, LP_TXN_CREDITS_MAX + 1,
-					 &e));
-	EXPECT_EQ(-EINVAL, lp_txn_commit(self->fd, LP_TXN_TIMEOUT_MAX_MS + 1,
-					 &c));
-	EXPECT_EQ(-EINVAL, lp_run(self->fd, LP_OP_TXN_EXTEND, 0, 1, 0, &run));
-	EXPECT_EQ(-EINVAL, lp_run(self->fd, LP_OP_TXN_EXTEND, 0, 1,
-				  LP_TXN_CREDITS_MAX + 1, &run));
+	EXPECT_EQ(-EINVAL, lpu_txn_configure(self->fd, LP_TXN_FLAVOR_COUNT, 10));
+	EXPECT_EQ(-EINVAL, lpu_txn_configure(self->fd, variant->flavor, 0));
+	EXPECT_EQ(-EINVAL, lpu_txn_configure(self->fd, variant->flavor,
+					     LP_TXN_CREDITS_MAX + 1));
+	ASSERT_EQ(0, lpu_txn_start(self->fd, &h, NULL));
+	EXPECT_EQ(-EINVAL, lpu_txn_extend(self->fd, h, 0, &e));
+	EXPECT_EQ(-EINVAL, lpu_txn_extend(self->fd, h, LP_TXN_CREDITS_MAX + 1,
+					  &e));
+	EXPECT_EQ(-EINVAL, lpu_txn_commit(self->fd, LP_TXN_TIMEOUT_MAX_MS + 1,
+					  &c));
+	EXPECT_EQ(-EINVAL, lpu_run(self->fd, LP_OP_TXN_EXTEND, 0, 1, 0, &run));
+	EXPECT_EQ(-EINVAL, lpu_run(self->fd, LP_OP_TXN_EXTEND, 0, 1,
+				   LP_TXN_CREDITS_MAX + 1, &run));
 	/* -EBUSY: TXN_CONFIGURE with a handle running. */
-	EXPECT_EQ(-EBUSY, lp_txn_configure(self->fd, variant->flavor, 10));
-	EXPECT_EQ(0, lp_txn_stop(self->fd, h));
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(-EBUSY, lpu_txn_configure(self->fd, variant->flavor, 10));
+	EXPECT_EQ(0, lpu_txn_stop(self->fd, h));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(variant->flavor, s.flavor);
 	EXPECT_EQ(LP_TXN_CREDITS_DEFAULT, s.max_credits);
 	ASSERT_EQ(0, txn_still_works(self->fd));
@@ -772,33 +772,33 @@ TEST_F(txn, bad_txn_input_gets_the_documented_errno)
 	 * -EBADF: handle 0, one never given, one already stopped, and a
 	 * gadget handle (the tables are apart, in both directions).
 	 */
-	EXPECT_EQ(-EBADF, lp_txn_stop(self->fd, 0));
-	EXPECT_EQ(-EBADF, lp_txn_stop(self->fd, 12345));
-	EXPECT_EQ(-EBADF, lp_txn_extend(self->fd, 12345, 1, &e));
-	ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
-	EXPECT_EQ(0, lp_txn_stop(self->fd, h));
-	EXPECT_EQ(-EBADF, lp_txn_stop(self->fd, h));
-	EXPECT_EQ(-EBADF, lp_txn_extend(self->fd, h, 1, &e));
-	ASSERT_EQ(0, lp_new(self->fd, LP_HANDLE_NONE, &g, NULL));
-	ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
+	EXPECT_EQ(-EBADF, lpu_txn_stop(self->fd, 0));
+	EXPECT_EQ(-EBADF, lpu_txn_stop(self->fd, 12345));
+	EXPECT_EQ(-EBADF, lpu_txn_extend(self->fd, 12345, 1, &e));
+	ASSERT_EQ(0, lpu_txn_start(self->fd, &h, NULL));
+	EXPECT_EQ(0, lpu_txn_stop(self->fd, h));
+	EXPECT_EQ(-EBADF, lpu_txn_stop(self->fd, h));
+	EXPECT_EQ(-EBADF, lpu_txn_extend(self->fd, h, 1, &e));
+	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &g, NULL));
+	ASSERT_EQ(0, lpu_txn_start(self->fd, &h, NULL));
 	if (g != h) {
-		EXPECT_EQ(-EBADF, lp_txn_stop(self->fd, g));
-		EXPECT_EQ(-EBADF, lp_put(self->fd, h));
+		EXPECT_EQ(-EBADF, lpu_txn_stop(self->fd, g));
+		EXPECT_EQ(-EBADF, lpu_put(self->fd, h));
 	}
-	EXPECT_EQ(0, lp_txn_stop(self->fd, h));
-	EXPECT_EQ(1, lp_put(self->fd, g));
+	EXPECT_EQ(0, lpu_txn_stop(self->fd, h));
+	EXPECT_EQ(1, lpu_put(self->fd, g));
 	ASSERT_EQ(0, txn_still_works(self->fd));
 
 	/* -ENOSPC: over the credit limit (a fresh handle, so it can stop). */
-	ASSERT_EQ(0, lp_txn_configure(self->fd, variant->flavor, 10));
-	ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
-	EXPECT_EQ(-ENOSPC, lp_txn_extend(self->fd, h, 11, &e));
-	EXPECT_EQ(0, lp_txn_stop(self->fd, h));
+	ASSERT_EQ(0, lpu_txn_configure(self->fd, variant->flavor, 10));
+	ASSERT_EQ(0, lpu_txn_start(self->fd, &h, NULL));
+	EXPECT_EQ(-ENOSPC, lpu_txn_extend(self->fd, h, 11, &e));
+	EXPECT_EQ(0, lpu_txn_stop(self->fd, h));
 	ASSERT_EQ(0, txn_still_works(self->fd));
 }
 
 /* A full transaction-handle table answers -ENOSPC; close() stops all. */
-TEST_F_TIMEOUT(txn, full_txn_handle_table_is_enospc, LP_SLOW_TIMEOUT)
+TEST_F_TIMEOUT(txn, full_txn_handle_table_is_enospc, LPU_SLOW_TIMEOUT)
 {
 	struct lp_txn_extend e;
 	struct lp_txn_stat s;
@@ -806,18 +806,18 @@ TEST_F_TIMEOUT(txn, full_txn_handle_table_is_enospc, LP_SLOW_TIMEOUT)
 	int i;
 
 	for (i = 0; i < LP_MAX_HANDLES; i++) {
-		ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL)) TH_LOG("start %d", i);
+		ASSERT_EQ(0, lpu_txn_start(self->fd, &h, NULL)) TH_LOG("start %d", i);
 		last = h;
 	}
-	EXPECT_EQ(-ENOSPC, lp_txn_start(self->fd, &h, NULL));
-	ASSERT_EQ(0, lp_txn_extend(self->fd, last, 7, &e));
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(-ENOSPC, lpu_txn_start(self->fd, &h, NULL));
+	ASSERT_EQ(0, lpu_txn_extend(self->fd, last, 7, &e));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(LP_MAX_HANDLES, s.handles);
 	EXPECT_EQ(LP_MAX_HANDLES, s.updates);
 	EXPECT_EQ(7, s.credits);
 	/* One stop frees one slot. */
-	EXPECT_EQ(7, lp_txn_stop(self->fd, last));
-	ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
+	EXPECT_EQ(7, lpu_txn_stop(self->fd, last));
+	ASSERT_EQ(0, lpu_txn_start(self->fd, &h, NULL));
 	/* The teardown checks that close() stopped and freed them all. */
 }
 
@@ -838,18 +838,18 @@ TEST_F(txn, failed_txn_copy_out_changes_nothing)
 	memset(ro, 0, page);						\
 	*(type *)ro = (type){ __VA_ARGS__ };				\
 	mprotect(ro, page, PROT_READ) ? -1000 :				\
-		({ int _r = lp_call(self->fd, cmd, ro);			\
+		({ int _r = lpu_call(self->fd, cmd, ro);			\
 		   mprotect(ro, page, PROT_READ | PROT_WRITE); _r; });	\
 })
 #define EXPECT_TXN_UNCHANGED(what) do {					\
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &after));			\
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &after));			\
 	EXPECT_EQ(0, memcmp(&before, &after, sizeof(before)))		\
 		TH_LOG("%s changed the transaction", what);		\
 } while (0)
 
-	ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
-	ASSERT_EQ(0, lp_txn_extend(self->fd, h, 4, &e));
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &before));
+	ASSERT_EQ(0, lpu_txn_start(self->fd, &h, NULL));
+	ASSERT_EQ(0, lpu_txn_extend(self->fd, h, 4, &e));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &before));
 	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_TXN_START, struct lp_txn_start));
 	EXPECT_TXN_UNCHANGED("START");
 	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_TXN_EXTEND, struct lp_txn_extend,
@@ -864,8 +864,8 @@ TEST_F(txn, failed_txn_copy_out_changes_nothing)
 	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_RUN, struct lp_run,
 				   .op = LP_OP_TXN_START_STOP,
 				   .iterations = 10));
-	EXPECT_EQ(4, lp_txn_stop(self->fd, h));
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &before));
+	EXPECT_EQ(4, lpu_txn_stop(self->fd, h));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &before));
 	EXPECT_EQ(-EFAULT, RO_CALL(LP_IOC_TXN_COMMIT, struct lp_txn_commit,
 				   .timeout_ms = 0));
 	EXPECT_TXN_UNCHANGED("COMMIT of an idle transaction");
@@ -905,19 +905,19 @@ static void txn_race_error(struct txn_drain_race *sh, int err)
 
 static void *txn_run_starter(void *arg)
 {
-	struct lp_thread *t = arg;
+	struct lpu_thread *t = arg;
 	struct txn_drain_race *sh = t->shared;
 	struct lp_run run;
 	int ret;
 
 	while (!__atomic_load_n(&sh->done, __ATOMIC_RELAXED)) {
-		ret = lp_run(sh->fd, LP_OP_TXN_START_STOP, 0, LP_RACE_CHUNK, 0,
-			     &run);
+		ret = lpu_run(sh->fd, LP_OP_TXN_START_STOP, 0, LPU_RACE_CHUNK, 0,
+			      &run);
 		if (ret) {
 			txn_race_error(sh, ret);
 			break;
 		}
-		if (run.completed + run.failed != LP_RACE_CHUNK)
+		if (run.completed + run.failed != LPU_RACE_CHUNK)
 			txn_race_error(sh, -ERANGE);
 		__atomic_add_fetch(&sh->started, run.completed,
 				   __ATOMIC_RELAXED);
@@ -936,13 +936,13 @@ static void *txn_run_starter(void *arg)
  */
 static void *txn_ioctl_starter(void *arg)
 {
-	struct lp_thread *t = arg;
+	struct lpu_thread *t = arg;
 	struct txn_drain_race *sh = t->shared;
 	__u32 h;
 	int ret;
 
 	while (!__atomic_load_n(&sh->done, __ATOMIC_RELAXED)) {
-		ret = lp_txn_start(sh->fd, &h, NULL);
+		ret = lpu_txn_start(sh->fd, &h, NULL);
 		if (ret == -EAGAIN) {
 			__atomic_add_fetch(&sh->refused, 1, __ATOMIC_RELAXED);
 			continue;
@@ -951,7 +951,7 @@ static void *txn_ioctl_starter(void *arg)
 			txn_race_error(sh, ret);
 			break;
 		}
-		ret = lp_txn_stop(sh->fd, h);
+		ret = lpu_txn_stop(sh->fd, h);
 		if (ret < 0)
 			txn_race_error(sh, ret);
 		__atomic_add_fetch(&sh->ioctl_handles, 1, __ATOMIC_RELAXED);
@@ -960,29 +960,29 @@ static void *txn_ioctl_starter(void *arg)
 }
 
 /*
- * Each COMMIT waits (up to LP_TXN_POLLS TXN_STATs) for a handle to run
+ * Each COMMIT waits (up to LPU_TXN_POLLS TXN_STATs) for a handle to run
  * first: with 4 vCPUs on 2 host CPUs, a committer left alone can run its
  * COMMITs in one host time slice while no starter runs, and drain nothing.
  * Even so most handles stop between the TXN_STAT and the COMMIT, so the
  * committer goes on past sizes.txn_commits until a third as many COMMITs
  * found a handle running (each a chance for a broken drain to lose its
- * wakeup), for at most LP_TXN_RACE_S seconds.
+ * wakeup), for at most LPU_TXN_RACE_S seconds.
  */
 static void *txn_committer(void *arg)
 {
-	struct lp_thread *t = arg;
+	struct lpu_thread *t = arg;
 	struct txn_drain_race *sh = t->shared;
-	double end = now_s() + LP_TXN_RACE_S;
+	double end = now_s() + LPU_TXN_RACE_S;
 	struct lp_txn_commit c;
 	struct lp_txn_stat s;
 	int ret, poll;
 
 	while ((sh->commits < sizes.txn_commits ||
 		sh->waited < sizes.txn_commits / 3) && now_s() < end) {
-		for (poll = 0; poll < LP_TXN_POLLS; poll++)
-			if (!lp_txn_stat(sh->fd, &s) && s.updates)
+		for (poll = 0; poll < LPU_TXN_POLLS; poll++)
+			if (!lpu_txn_stat(sh->fd, &s) && s.updates)
 				break;
-		ret = lp_txn_commit(sh->fd, LP_TXN_TIMEOUT_MAX_MS, &c);
+		ret = lpu_txn_commit(sh->fd, LP_TXN_TIMEOUT_MAX_MS, &c);
 		/* No handle here runs for 9 s: only a lost wakeup sleeps so. */
 		if (!ret && c.wait_ns >= LP_TXN_TIMEOUT_MAX_MS * 900000ull)
 			ret = -ETIMEDOUT;
@@ -1001,7 +1001,7 @@ static void *txn_committer(void *arg)
 /* Thread 0 commits; odd threads start through ioctls, even ones in RUN. */
 static void *txn_drain_thread(void *arg)
 {
-	struct lp_thread *t = arg;
+	struct lpu_thread *t = arg;
 
 	if (t->index == 0)
 		return txn_committer(arg);
@@ -1010,7 +1010,7 @@ static void *txn_drain_thread(void *arg)
 	return txn_run_starter(arg);
 }
 
-TEST_F_TIMEOUT(txn, drain_never_loses_a_wakeup, LP_SLOW_TIMEOUT)
+TEST_F_TIMEOUT(txn, drain_never_loses_a_wakeup, LPU_SLOW_TIMEOUT)
 {
 	struct txn_drain_race sh = { .fd = self->fd };
 	struct lp_txn_stat s;
@@ -1020,7 +1020,7 @@ TEST_F_TIMEOUT(txn, drain_never_loses_a_wakeup, LP_SLOW_TIMEOUT)
 	EXPECT_EQ(0, sh.err) TH_LOG("first error: %s", strerror(-sh.err));
 	EXPECT_LE(sizes.txn_commits, sh.commits)
 		TH_LOG("a COMMIT failed: a lost wakeup times out");
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(sh.commits, s.committed);
 	EXPECT_EQ(sh.commits, s.tid);
 	EXPECT_EQ(0, s.updates);
@@ -1053,7 +1053,7 @@ struct txn_extend_race {
 };
 
 /*
- * One RUN of LP_RACE_CHUNK TXN_EXTENDs of @nblocks, its grants and
+ * One RUN of LPU_RACE_CHUNK TXN_EXTENDs of @nblocks, its grants and
  * refusals added to the race's counts. Return: 0 or the RUN's -errno.
  */
 static int txn_extend_chunk(int fd, __u32 nblocks,
@@ -1061,7 +1061,7 @@ static int txn_extend_chunk(int fd, __u32 nblocks,
 			    unsigned long long *refused)
 {
 	struct lp_run run;
-	int ret = lp_run(fd, LP_OP_TXN_EXTEND, 0, LP_RACE_CHUNK, nblocks,
+	int ret = lpu_run(fd, LP_OP_TXN_EXTEND, 0, LPU_RACE_CHUNK, nblocks,
 			 &run);
 
 	if (ret)
@@ -1073,7 +1073,7 @@ static int txn_extend_chunk(int fd, __u32 nblocks,
 
 static void *txn_extend_thread(void *arg)
 {
-	struct lp_thread *t = arg;
+	struct lpu_thread *t = arg;
 	struct txn_extend_race *sh = t->shared;
 	struct lp_txn_commit c;
 	struct lp_txn_stat s;
@@ -1084,8 +1084,8 @@ static void *txn_extend_thread(void *arg)
 		/* The watcher, and every 16th read a COMMIT. */
 		for (i = 0; i < sizes.txn_commits * 16; i++) {
 			if (i % 16 == 15) {
-				ret = lp_txn_commit(sh->fd,
-						    LP_TXN_TIMEOUT_MAX_MS, &c);
+				ret = lpu_txn_commit(sh->fd,
+						     LP_TXN_TIMEOUT_MAX_MS, &c);
 				if (ret) {
 					sh->err = ret;
 					break;
@@ -1093,7 +1093,7 @@ static void *txn_extend_thread(void *arg)
 				sh->commits++;
 				s.credits = c.credits;
 			} else {
-				ret = lp_txn_stat(sh->fd, &s);
+				ret = lpu_txn_stat(sh->fd, &s);
 				if (ret) {
 					sh->err = ret;
 					break;
@@ -1119,7 +1119,7 @@ static void *txn_extend_thread(void *arg)
 	return NULL;
 }
 
-TEST_F_TIMEOUT(txn, extend_never_over_grants, LP_SLOW_TIMEOUT)
+TEST_F_TIMEOUT(txn, extend_never_over_grants, LPU_SLOW_TIMEOUT)
 {
 	/* Room for two grants of 4 and not three: every third must wait. */
 	struct txn_extend_race sh = { .fd = self->fd, .nblocks = 4, .max = 10 };
@@ -1129,14 +1129,14 @@ TEST_F_TIMEOUT(txn, extend_never_over_grants, LP_SLOW_TIMEOUT)
 	unsigned int i, sum = 0;
 	int ret;
 
-	ASSERT_EQ(0, lp_txn_configure(self->fd, variant->flavor, sh.max));
+	ASSERT_EQ(0, lpu_txn_configure(self->fd, variant->flavor, sh.max));
 	run_threads(nr_cpus() + 1, txn_extend_thread, &sh);
 	EXPECT_EQ(0, sh.err) TH_LOG("first error: %s", strerror(-sh.err));
 	EXPECT_EQ(0, sh.over) TH_LOG("%llu of %llu reads saw more than %u granted (most %u)",
 				     sh.over, sh.reads, sh.max, sh.most);
 	EXPECT_LT(0, sh.granted);
 	EXPECT_LT(0, sh.refused);
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(0, s.credits) TH_LOG("credits left after every loop ended");
 	EXPECT_EQ(0, s.updates);
 	TH_LOG("%llu extends granted, %llu refused", sh.granted, sh.refused);
@@ -1145,9 +1145,9 @@ TEST_F_TIMEOUT(txn, extend_never_over_grants, LP_SLOW_TIMEOUT)
 
 	/* Through the ioctls: grants add up to the counter, to the limit. */
 	for (i = 0; i < 3; i++)
-		ASSERT_EQ(0, lp_txn_start(self->fd, &h[i], NULL));
+		ASSERT_EQ(0, lpu_txn_start(self->fd, &h[i], NULL));
 	for (i = 0; ; i = (i + 1) % 3) {
-		ret = lp_txn_extend(self->fd, h[i], 3, &e);
+		ret = lpu_txn_extend(self->fd, h[i], 3, &e);
 		if (ret)
 			break;
 		sum += 3;
@@ -1155,11 +1155,11 @@ TEST_F_TIMEOUT(txn, extend_never_over_grants, LP_SLOW_TIMEOUT)
 	}
 	EXPECT_EQ(-ENOSPC, ret);
 	EXPECT_EQ(9, sum);
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(sum, s.credits);
 	for (i = 0; i < 3; i++)
-		EXPECT_EQ(3, lp_txn_stop(self->fd, h[i]));
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+		EXPECT_EQ(3, lpu_txn_stop(self->fd, h[i]));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(0, s.credits);
 }
 
@@ -1167,19 +1167,19 @@ TEST_F_TIMEOUT(txn, extend_never_over_grants, LP_SLOW_TIMEOUT)
  * TXN_STAT takes j_state_lock exclusive so that it never reads
  * t_outstanding_credits between an EXTEND's add and its undo: jbd2's
  * add_transaction_credits() runs under the shared lock. One handle holds
- * LP_TXN_STAT_HELD credits; the other threads run RUN TXN_EXTEND loops
+ * LPU_TXN_STAT_HELD credits; the other threads run RUN TXN_EXTEND loops
  * asking one credit more than the rest of the limit, refused every time,
  * so the true count never moves and a STAT that reads it with an EXTEND
  * half done sees more. Under TCG a STAT seldom lands inside one EXTEND,
  * so the reader counts the STATs that raced a loop (an extender was inside
  * the same RUN call from before the STAT to after it) and reads on until
- * LP_TXN_STAT_RACING of them did: each of those overlapped ~200 refused
+ * LPU_TXN_STAT_RACING of them did: each of those overlapped ~200 refused
  * EXTENDs.
  */
-#define LP_TXN_STAT_HELD	5
-#define LP_TXN_STAT_RACING	200
+#define LPU_TXN_STAT_HELD	5
+#define LPU_TXN_STAT_RACING	200
 /* A stuck extender must not hang the reader: at most this many reads. */
-#define LP_TXN_STAT_READS	20000
+#define LPU_TXN_STAT_READS	20000
 
 struct txn_stat_race {
 	int fd;
@@ -1194,19 +1194,19 @@ struct txn_stat_race {
 
 static void *txn_stat_thread(void *arg)
 {
-	struct lp_thread *t = arg;
+	struct lpu_thread *t = arg;
 	struct txn_stat_race *sh = t->shared;
 	unsigned int before[64];
 	struct lp_txn_stat s;
 	int i, ret;
 
 	if (t->index == 0) {
-		while (sh->racing < LP_TXN_STAT_RACING &&
-		       sh->reads < LP_TXN_STAT_READS) {
+		while (sh->racing < LPU_TXN_STAT_RACING &&
+		       sh->reads < LPU_TXN_STAT_READS) {
 			for (i = 1; i < sh->nthreads; i++)
 				before[i] = __atomic_load_n(&sh->seq[i],
 							    __ATOMIC_SEQ_CST);
-			ret = lp_txn_stat(sh->fd, &s);
+			ret = lpu_txn_stat(sh->fd, &s);
 			if (ret) {
 				sh->err = ret;
 				break;
@@ -1218,7 +1218,7 @@ static void *txn_stat_thread(void *arg)
 						    __ATOMIC_SEQ_CST) == before[i])
 					break;
 			sh->racing += i < sh->nthreads;
-			if (s.credits != LP_TXN_STAT_HELD) {
+			if (s.credits != LPU_TXN_STAT_HELD) {
 				sh->wrong++;
 				if (s.credits > sh->worst)
 					sh->worst = s.credits;
@@ -1241,32 +1241,32 @@ static void *txn_stat_thread(void *arg)
 }
 
 TEST_F_TIMEOUT(txn, stat_never_sees_a_refused_extend_in_flight,
-	       LP_SLOW_TIMEOUT)
+	       LPU_SLOW_TIMEOUT)
 {
 	struct txn_stat_race sh = {
 		.fd = self->fd,
-		.ask = LP_TXN_CREDITS_DEFAULT - LP_TXN_STAT_HELD + 1,
+		.ask = LP_TXN_CREDITS_DEFAULT - LPU_TXN_STAT_HELD + 1,
 	};
 	struct lp_txn_stat s;
 	__u32 h;
 
 	sh.nthreads = nr_cpus() + 1;
 	ASSERT_GE(64, sh.nthreads);
-	ASSERT_EQ(0, lp_txn_start_n(self->fd, LP_TXN_STAT_HELD, &h));
+	ASSERT_EQ(0, lpu_txn_start_n(self->fd, LPU_TXN_STAT_HELD, &h));
 	run_threads(sh.nthreads, txn_stat_thread, &sh);
 	EXPECT_EQ(0, sh.err) TH_LOG("first error: %s", strerror(-sh.err));
 	EXPECT_EQ(0, sh.wrong)
 		TH_LOG("%llu of %llu STATs saw an EXTEND half done (%u credits, %u held)",
-		       sh.wrong, sh.reads, sh.worst, LP_TXN_STAT_HELD);
-	EXPECT_LE(LP_TXN_STAT_RACING, sh.racing)
+		       sh.wrong, sh.reads, sh.worst, LPU_TXN_STAT_HELD);
+	EXPECT_LE(LPU_TXN_STAT_RACING, sh.racing)
 		TH_LOG("%llu of %llu STATs raced the refused EXTENDs",
 		       sh.racing, sh.reads);
 	EXPECT_EQ(0, sh.granted);
 	EXPECT_LT(0, sh.refused);
 	TH_LOG("%llu STATs, %llu of them during a loop of refused EXTENDs (%llu refused)",
 	       sh.reads, sh.racing, sh.refused);
-	EXPECT_EQ(LP_TXN_STAT_HELD, lp_txn_stop(self->fd, h));
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(LPU_TXN_STAT_HELD, lpu_txn_stop(self->fd, h));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(0, s.credits);
 	EXPECT_EQ(0, s.updates);
 }
@@ -1283,14 +1283,14 @@ TEST_F(txn, start_takes_its_credits_within_the_limit)
 	struct lp_run run;
 	__u32 h, h2, h3;
 
-	ASSERT_EQ(0, lp_txn_configure(self->fd, variant->flavor, 10));
-	ASSERT_EQ(0, lp_txn_start_n(self->fd, 6, &h));
-	EXPECT_EQ(-ENOSPC, lp_txn_start_n(self->fd, 5, &h2));
+	ASSERT_EQ(0, lpu_txn_configure(self->fd, variant->flavor, 10));
+	ASSERT_EQ(0, lpu_txn_start_n(self->fd, 6, &h));
+	EXPECT_EQ(-ENOSPC, lpu_txn_start_n(self->fd, 5, &h2));
 	/* Above the limit itself: refused before it is added. */
-	EXPECT_EQ(-ENOSPC, lp_txn_start_n(self->fd, 11, &h2));
-	EXPECT_EQ(-EINVAL, lp_txn_start_n(self->fd, LP_TXN_CREDITS_MAX + 1,
-					  &h2));
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(-ENOSPC, lpu_txn_start_n(self->fd, 11, &h2));
+	EXPECT_EQ(-EINVAL, lpu_txn_start_n(self->fd, LP_TXN_CREDITS_MAX + 1,
+					   &h2));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(6, s.credits);
 	EXPECT_EQ(1, s.updates);
 	EXPECT_EQ(1, s.handles);
@@ -1300,35 +1300,35 @@ TEST_F(txn, start_takes_its_credits_within_the_limit)
 	/* No START waited for the transaction. */
 	EXPECT_EQ(0, s.max_wait_ns);
 
-	ASSERT_EQ(0, lp_txn_start_n(self->fd, 4, &h2));
-	EXPECT_EQ(-ENOSPC, lp_txn_extend(self->fd, h, 1, &e));
+	ASSERT_EQ(0, lpu_txn_start_n(self->fd, 4, &h2));
+	EXPECT_EQ(-ENOSPC, lpu_txn_extend(self->fd, h, 1, &e));
 	/* A START of no credits adds nothing, even at the limit. */
-	ASSERT_EQ(0, lp_txn_start_n(self->fd, 0, &h3));
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	ASSERT_EQ(0, lpu_txn_start_n(self->fd, 0, &h3));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(10, s.credits);
 	EXPECT_EQ(3, s.updates);
 	EXPECT_EQ(10, s.credits_hwm);
 	EXPECT_EQ(0, s.overshoots);
-	EXPECT_EQ(6, lp_txn_stop(self->fd, h));
-	EXPECT_EQ(4, lp_txn_stop(self->fd, h2));
-	EXPECT_EQ(0, lp_txn_stop(self->fd, h3));
+	EXPECT_EQ(6, lpu_txn_stop(self->fd, h));
+	EXPECT_EQ(4, lpu_txn_stop(self->fd, h2));
+	EXPECT_EQ(0, lpu_txn_stop(self->fd, h3));
 
 	/* RUN TXN_START_STOP's value is each START's credits. */
-	ASSERT_EQ(0, lp_run(self->fd, LP_OP_TXN_START_STOP, 0, 100, 10, &run));
+	ASSERT_EQ(0, lpu_run(self->fd, LP_OP_TXN_START_STOP, 0, 100, 10, &run));
 	EXPECT_EQ(100, run.completed);
-	ASSERT_EQ(0, lp_run(self->fd, LP_OP_TXN_START_STOP, 0, 100, 11, &run));
+	ASSERT_EQ(0, lpu_run(self->fd, LP_OP_TXN_START_STOP, 0, 100, 11, &run));
 	EXPECT_EQ(0, run.completed);
 	EXPECT_EQ(100, run.failed);
-	EXPECT_EQ(-EINVAL, lp_run(self->fd, LP_OP_TXN_START_STOP, 0, 1,
-				  LP_TXN_CREDITS_MAX + 1, &run));
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	EXPECT_EQ(-EINVAL, lpu_run(self->fd, LP_OP_TXN_START_STOP, 0, 1,
+				   LP_TXN_CREDITS_MAX + 1, &run));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(0, s.credits);
 	EXPECT_EQ(0, s.updates);
 	EXPECT_EQ(0, s.handles);
 	EXPECT_EQ(0, s.overshoots);
 	/* TXN_CONFIGURE starts the counters again. */
-	ASSERT_EQ(0, lp_txn_configure(self->fd, variant->flavor, 10));
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	ASSERT_EQ(0, lpu_txn_configure(self->fd, variant->flavor, 10));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(0, s.credits_hwm);
 	EXPECT_EQ(0, txn_still_works(self->fd));
 }
@@ -1343,9 +1343,9 @@ TEST_F(txn, start_takes_its_credits_within_the_limit)
  * and nobody ever overshoots; TXN_ATOMIC overshoots. With STARTs adding
  * too, which never took t_handle_lock, both flavors overshoot.
  */
-#define LP_TXN_FULL		8
+#define LPU_TXN_FULL		8
 /* Rounds of loops run while a wanted overshoot is unseen. */
-#define LP_OVERSHOOT_ROUNDS	20
+#define LPU_OVERSHOOT_ROUNDS	20
 
 struct txn_overshoot {
 	int fd;
@@ -1356,14 +1356,14 @@ struct txn_overshoot {
 
 static void *txn_overshoot_thread(void *arg)
 {
-	struct lp_thread *t = arg;
+	struct lpu_thread *t = arg;
 	struct txn_overshoot *sh = t->shared;
 	__u32 op = sh->starts && (t->index & 1) ? LP_OP_TXN_START_STOP :
 						  LP_OP_TXN_EXTEND;
 	struct lp_run run;
 	int ret;
 
-	ret = lp_run(sh->fd, op, 0, sizes.rmw_run, 1, &run);
+	ret = lpu_run(sh->fd, op, 0, sizes.rmw_run, 1, &run);
 	if (ret) {
 		__atomic_store_n(&sh->err, ret, __ATOMIC_RELAXED);
 		return NULL;
@@ -1387,35 +1387,35 @@ static void txn_overshoot_rounds(struct __test_metadata *_metadata, int fd,
 	__u32 h;
 
 	ASSERT_LE(2, n);
-	ASSERT_EQ(0, lp_txn_configure(fd, flavor, LP_TXN_FULL));
-	ASSERT_EQ(0, lp_txn_start(fd, &h, NULL));
-	ASSERT_EQ(0, lp_txn_extend(fd, h, LP_TXN_FULL, &e));
+	ASSERT_EQ(0, lpu_txn_configure(fd, flavor, LPU_TXN_FULL));
+	ASSERT_EQ(0, lpu_txn_start(fd, &h, NULL));
+	ASSERT_EQ(0, lpu_txn_extend(fd, h, LPU_TXN_FULL, &e));
 	do {
 		run_threads(n, txn_overshoot_thread, &sh);
 		ASSERT_EQ(0, sh.err) TH_LOG("%s", strerror(-sh.err));
-		ASSERT_EQ(0, lp_txn_stat(fd, s));
+		ASSERT_EQ(0, lpu_txn_stat(fd, s));
 		rounds++;
-	} while (want && !s->overshoots && rounds < LP_OVERSHOOT_ROUNDS);
+	} while (want && !s->overshoots && rounds < LPU_OVERSHOOT_ROUNDS);
 	/* The transaction was full throughout: nothing was granted. */
 	EXPECT_EQ(0, sh.granted);
 	EXPECT_EQ(rounds * n * sizes.rmw_run, sh.refused);
-	EXPECT_EQ(LP_TXN_FULL, s->credits);
+	EXPECT_EQ(LPU_TXN_FULL, s->credits);
 	/*
 	 * Every adder found at least the holder's credits, and at most one
 	 * request in flight per other loop.
 	 */
-	EXPECT_LE(LP_TXN_FULL, s->credits_hwm);
-	EXPECT_GE(LP_TXN_FULL + n - 1, s->credits_hwm);
-	EXPECT_EQ(s->overshoots != 0, s->credits_hwm > LP_TXN_FULL);
-	EXPECT_EQ(LP_TXN_FULL, lp_txn_stop(fd, h));
+	EXPECT_LE(LPU_TXN_FULL, s->credits_hwm);
+	EXPECT_GE(LPU_TXN_FULL + n - 1, s->credits_hwm);
+	EXPECT_EQ(s->overshoots != 0, s->credits_hwm > LPU_TXN_FULL);
+	EXPECT_EQ(LPU_TXN_FULL, lpu_txn_stop(fd, h));
 	TH_LOG("%s%s: %llu overshoots in %d round(s) of %d loops, most found %u of %u",
 	       txn_flavor_names[flavor], starts ? ", STARTs and EXTENDs" : "",
 	       (unsigned long long)s->overshoots, rounds, n, s->credits_hwm,
-	       LP_TXN_FULL);
+	       LPU_TXN_FULL);
 }
 
 TEST_F_TIMEOUT(txn, only_extends_overshoot_in_txn_atomic_alone,
-	       LP_SLOW_TIMEOUT)
+	       LPU_SLOW_TIMEOUT)
 {
 	bool atomic = variant->flavor == LP_TXN_ATOMIC;
 	struct lp_txn_stat s;
@@ -1432,7 +1432,7 @@ TEST_F_TIMEOUT(txn, only_extends_overshoot_in_txn_atomic_alone,
 	EXPECT_EQ(0, txn_still_works(self->fd));
 }
 
-TEST_F_TIMEOUT(txn, starts_overshoot_in_both_flavors, LP_SLOW_TIMEOUT)
+TEST_F_TIMEOUT(txn, starts_overshoot_in_both_flavors, LPU_SLOW_TIMEOUT)
 {
 	struct lp_txn_stat s;
 
@@ -1464,7 +1464,7 @@ static void *txn_wait_committer(void *arg)
 {
 	struct txn_wait *sh = arg;
 	struct lp_txn_commit c;
-	int ret = lp_txn_commit(sh->fd, LP_TXN_TIMEOUT_MAX_MS, &c);
+	int ret = lpu_txn_commit(sh->fd, LP_TXN_TIMEOUT_MAX_MS, &c);
 
 	if (ret)
 		__atomic_store_n(&sh->err, ret, __ATOMIC_RELAXED);
@@ -1480,7 +1480,7 @@ static void *txn_wait_starter(void *arg)
 	sh->t_first = now_s();
 	for (;;) {
 		sh->t_last = now_s();
-		ret = lp_run(sh->fd, LP_OP_TXN_START_STOP, 0, 1000, 0, &run);
+		ret = lpu_run(sh->fd, LP_OP_TXN_START_STOP, 0, 1000, 0, &run);
 		if (ret) {
 			__atomic_store_n(&sh->err, ret, __ATOMIC_RELAXED);
 			break;
@@ -1496,7 +1496,7 @@ static void *txn_wait_starter(void *arg)
 }
 
 TEST_F_TIMEOUT(txn, start_records_its_wait_for_the_next_transaction,
-	       LP_SLOW_TIMEOUT)
+	       LPU_SLOW_TIMEOUT)
 {
 	struct txn_wait sh = { .fd = self->fd };
 	pthread_t committer, starter;
@@ -1507,11 +1507,11 @@ TEST_F_TIMEOUT(txn, start_records_its_wait_for_the_next_transaction,
 	for (tries = 0; tries < 3; tries++) {
 		memset(&sh, 0, sizeof(sh));
 		sh.fd = self->fd;
-		ASSERT_EQ(0, lp_txn_start(self->fd, &h, NULL));
+		ASSERT_EQ(0, lpu_txn_start(self->fd, &h, NULL));
 		ASSERT_EQ(0, pthread_create(&committer, NULL,
 					    txn_wait_committer, &sh));
 		do {
-			ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+			ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 		} while (s.state != LP_TXN_LOCKED_FOR_COMMIT);
 		ASSERT_EQ(0, pthread_create(&starter, NULL, txn_wait_starter,
 					    &sh));
@@ -1519,11 +1519,11 @@ TEST_F_TIMEOUT(txn, start_records_its_wait_for_the_next_transaction,
 		       !__atomic_load_n(&sh.err, __ATOMIC_RELAXED))
 			usleep(1000);
 		usleep(20000);
-		EXPECT_EQ(0, lp_txn_stop(self->fd, h));
+		EXPECT_EQ(0, lpu_txn_stop(self->fd, h));
 		pthread_join(committer, NULL);
 		pthread_join(starter, NULL);
 		ASSERT_EQ(0, sh.err) TH_LOG("%s", strerror(-sh.err));
-		ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+		ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 		/* The call in which the commit ended started again. */
 		if (sh.spanning_failed)
 			break;
@@ -1544,7 +1544,7 @@ TEST_F_TIMEOUT(txn, start_records_its_wait_for_the_next_transaction,
 	       txn_flavor_names[variant->flavor], s.max_wait_ns / 1e6);
 	/* The next commit opens a transaction nobody waited for. */
 	EXPECT_EQ(0, txn_still_works(self->fd));
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(0, s.max_wait_ns);
 }
 
@@ -1558,7 +1558,7 @@ TEST_F_TIMEOUT(txn, start_records_its_wait_for_the_next_transaction,
  * above it, and the first refusal cannot owe that to another refused
  * request in flight).
  */
-#define LP_TXN_OWN_LIMIT	4000
+#define LPU_TXN_OWN_LIMIT	4000
 
 struct txn_own_race {
 	int fd;
@@ -1579,20 +1579,20 @@ static void txn_first_error(int *slot, int err)
 
 static void *txn_own_extender(void *arg)
 {
-	struct lp_thread *t = arg;
+	struct lpu_thread *t = arg;
 	struct txn_own_race *sh = t->shared;
 	struct lp_txn_extend e;
 	__u32 mine = 0;
 	int ret;
 
-	ret = lp_txn_start(sh->fd, &sh->handle[t->index], NULL);
+	ret = lpu_txn_start(sh->fd, &sh->handle[t->index], NULL);
 	if (ret) {
 		txn_first_error(&sh->err, ret);
 		return NULL;
 	}
-	while (!(ret = lp_txn_extend(sh->fd, sh->handle[t->index], 1, &e))) {
+	while (!(ret = lpu_txn_extend(sh->fd, sh->handle[t->index], 1, &e))) {
 		mine++;
-		if (e.credits > LP_TXN_OWN_LIMIT)
+		if (e.credits > LPU_TXN_OWN_LIMIT)
 			__atomic_add_fetch(&sh->over, 1, __ATOMIC_RELAXED);
 		if (e.granted != mine)
 			__atomic_add_fetch(&sh->wrong, 1, __ATOMIC_RELAXED);
@@ -1604,7 +1604,7 @@ static void *txn_own_extender(void *arg)
 }
 
 TEST_F_TIMEOUT(txn, ioctl_extends_of_own_handles_fill_the_limit,
-	       LP_SLOW_TIMEOUT)
+	       LPU_SLOW_TIMEOUT)
 {
 	int i, n = nr_cpus() < 2 ? 2 : nr_cpus();
 	struct txn_own_race sh = { .fd = self->fd };
@@ -1616,8 +1616,8 @@ TEST_F_TIMEOUT(txn, ioctl_extends_of_own_handles_fill_the_limit,
 	sh.granted = calloc(n, sizeof(*sh.granted));
 	ASSERT_NE(NULL, sh.handle);
 	ASSERT_NE(NULL, sh.granted);
-	ASSERT_EQ(0, lp_txn_configure(self->fd, variant->flavor,
-				      LP_TXN_OWN_LIMIT));
+	ASSERT_EQ(0, lpu_txn_configure(self->fd, variant->flavor,
+				       LPU_TXN_OWN_LIMIT));
 	t0 = now_s();
 	run_threads(n, txn_own_extender, &sh);
 	EXPECT_EQ(0, sh.err) TH_LOG("first error: %s", strerror(-sh.err));
@@ -1625,15 +1625,15 @@ TEST_F_TIMEOUT(txn, ioctl_extends_of_own_handles_fill_the_limit,
 	EXPECT_EQ(0, sh.wrong) TH_LOG("a handle's granted is not its grants' sum");
 	for (i = 0; i < n; i++)
 		sum += sh.granted[i];
-	EXPECT_EQ(LP_TXN_OWN_LIMIT, sum)
+	EXPECT_EQ(LPU_TXN_OWN_LIMIT, sum)
 		TH_LOG("a request was refused before the limit was granted");
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(sum, s.credits);
 	EXPECT_EQ(n, s.updates);
 	EXPECT_EQ(n, s.handles);
 	for (i = 0; i < n; i++)
-		EXPECT_EQ(sh.granted[i], lp_txn_stop(self->fd, sh.handle[i]));
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+		EXPECT_EQ(sh.granted[i], lpu_txn_stop(self->fd, sh.handle[i]));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(0, s.credits);
 	EXPECT_EQ(0, s.updates);
 	TH_LOG("%d threads granted %u credits in %.2f s", n, sum, now_s() - t0);
@@ -1655,13 +1655,13 @@ TEST_F_TIMEOUT(txn, ioctl_extends_of_own_handles_fill_the_limit,
  * add-check-undo one step, and none is ever refused.
  */
 /*
- * Refusals the ATOMIC run waits for, for at most LP_TXN_OVERSHOOT_S: it
+ * Refusals the ATOMIC run waits for, for at most LPU_TXN_OVERSHOOT_S: it
  * saw 6 to 8 a second (TCG, 4 vCPUs on 2 host cores, 3 whole-limit
  * threads), so a run that sees none in that time is no bad luck.
  */
-#define LP_TXN_OVERSHOOTS	3
-#define LP_TXN_OVERSHOOT_S	5.0
-#define LP_TXN_LOCKED_EXTENDS	3000	/* the HANDLE_LOCK run's size */
+#define LPU_TXN_OVERSHOOTS	3
+#define LPU_TXN_OVERSHOOT_S	5.0
+#define LPU_TXN_LOCKED_EXTENDS	3000	/* the HANDLE_LOCK run's size */
 
 struct txn_overshoot_race {
 	int fd;
@@ -1674,18 +1674,18 @@ struct txn_overshoot_race {
 
 static void *txn_ioctl_overshoot_thread(void *arg)
 {
-	struct lp_thread *t = arg;
+	struct lpu_thread *t = arg;
 	struct txn_overshoot_race *sh = t->shared;
-	double end = now_s() + LP_TXN_OVERSHOOT_S;
+	double end = now_s() + LPU_TXN_OVERSHOOT_S;
 	struct lp_txn_extend e;
 	__u32 h;
 	int ret;
 
 	if (t->index == 0) {
 		while (sh->flavor == LP_TXN_ATOMIC ?
-		       sh->refused < LP_TXN_OVERSHOOTS && now_s() < end :
-		       sh->granted + sh->refused < LP_TXN_LOCKED_EXTENDS) {
-			ret = lp_txn_extend(sh->fd, sh->small, 1, &e);
+		       sh->refused < LPU_TXN_OVERSHOOTS && now_s() < end :
+		       sh->granted + sh->refused < LPU_TXN_LOCKED_EXTENDS) {
+			ret = lpu_txn_extend(sh->fd, sh->small, 1, &e);
 			if (!ret) {
 				sh->granted++;
 			} else if (ret == -ENOSPC) {
@@ -1698,27 +1698,27 @@ static void *txn_ioctl_overshoot_thread(void *arg)
 		__atomic_store_n(&sh->done, 1, __ATOMIC_RELAXED);
 		return NULL;
 	}
-	ret = lp_txn_start(sh->fd, &h, NULL);
+	ret = lpu_txn_start(sh->fd, &h, NULL);
 	if (ret) {
 		txn_first_error(&sh->err, ret);
 		return NULL;
 	}
 	while (!__atomic_load_n(&sh->done, __ATOMIC_RELAXED)) {
-		ret = lp_txn_extend(sh->fd, h, LP_TXN_CREDITS_MAX, &e);
+		ret = lpu_txn_extend(sh->fd, h, LP_TXN_CREDITS_MAX, &e);
 		if (ret != -ENOSPC) {
 			txn_first_error(&sh->err, ret ? ret : -EOVERFLOW);
 			break;
 		}
 		__atomic_add_fetch(&sh->whole_refused, 1, __ATOMIC_RELAXED);
 	}
-	ret = lp_txn_stop(sh->fd, h);
+	ret = lpu_txn_stop(sh->fd, h);
 	if (ret)
 		txn_first_error(&sh->err, ret < 0 ? ret : -EOVERFLOW);
 	return NULL;
 }
 
 TEST_F_TIMEOUT(txn, ioctl_extends_overshoot_only_in_txn_atomic,
-	       LP_SLOW_TIMEOUT)
+	       LPU_SLOW_TIMEOUT)
 {
 	struct txn_overshoot_race sh = {
 		.fd = self->fd, .flavor = variant->flavor,
@@ -1728,11 +1728,11 @@ TEST_F_TIMEOUT(txn, ioctl_extends_overshoot_only_in_txn_atomic,
 	struct lp_txn_stat s;
 	double t0;
 
-	ASSERT_EQ(0, lp_txn_configure(self->fd, variant->flavor,
-				      LP_TXN_CREDITS_MAX));
-	ASSERT_EQ(0, lp_txn_start(self->fd, &sh.small, NULL));
+	ASSERT_EQ(0, lpu_txn_configure(self->fd, variant->flavor,
+				       LP_TXN_CREDITS_MAX));
+	ASSERT_EQ(0, lpu_txn_start(self->fd, &sh.small, NULL));
 	/* From here on, a whole-limit request is over the limit. */
-	ASSERT_EQ(0, lp_txn_extend(self->fd, sh.small, 1, &e));
+	ASSERT_EQ(0, lpu_txn_extend(self->fd, sh.small, 1, &e));
 	t0 = now_s();
 	run_threads(n, txn_ioctl_overshoot_thread, &sh);
 	EXPECT_EQ(0, sh.err) TH_LOG("first error: %s", strerror(-sh.err));
@@ -1745,10 +1745,10 @@ TEST_F_TIMEOUT(txn, ioctl_extends_overshoot_only_in_txn_atomic,
 		EXPECT_EQ(0, sh.refused)
 			TH_LOG("t_handle_lock let an overshoot be seen");
 	}
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(1 + sh.granted, s.credits);
 	EXPECT_EQ(1, s.updates);
-	EXPECT_EQ(1 + sh.granted, lp_txn_stop(self->fd, sh.small));
+	EXPECT_EQ(1 + sh.granted, lpu_txn_stop(self->fd, sh.small));
 	TH_LOG("%.2f s: one-credit EXTENDs: %llu granted, %llu refused",
 	       now_s() - t0, sh.granted, sh.refused);
 	TH_LOG("%llu whole-limit EXTENDs refused", sh.whole_refused);
@@ -1763,11 +1763,11 @@ TEST_F_TIMEOUT(txn, ioctl_extends_overshoot_only_in_txn_atomic,
  * nothing: STOP gives back exactly what the EXTENDs that answered 0 were
  * granted, and the transaction is left with no credits.
  */
-#define LP_TXN_STOP_ROUNDS	1000
-#define LP_TXN_STOP_S		1.0
-#define LP_TXN_STOP_AFTER	4	/* grants a round waits for, at most */
+#define LPU_TXN_STOP_ROUNDS	1000
+#define LPU_TXN_STOP_S		1.0
+#define LPU_TXN_STOP_AFTER	4	/* grants a round waits for, at most */
 /* Far more than a round grants, and soon reached if a STOP fails. */
-#define LP_TXN_STOP_LIMIT	65536
+#define LPU_TXN_STOP_LIMIT	65536
 
 struct txn_stop_race {
 	int fd;
@@ -1799,13 +1799,13 @@ static void txn_stop_race_grant(struct txn_stop_race *sh, __u32 nblocks,
 /* Thread 0: each round a handle, a few EXTENDs, the STOP, the check. */
 static void txn_stop_racer(struct txn_stop_race *sh)
 {
-	double end = now_s() + LP_TXN_STOP_S;
+	double end = now_s() + LPU_TXN_STOP_S;
 	struct lp_txn_extend e;
 	int ret, own;
 
-	while (sh->rounds < LP_TXN_STOP_ROUNDS && now_s() < end &&
+	while (sh->rounds < LPU_TXN_STOP_ROUNDS && now_s() < end &&
 	       !__atomic_load_n(&sh->err, __ATOMIC_RELAXED)) {
-		ret = lp_txn_start(sh->fd, &sh->handle, NULL);
+		ret = lpu_txn_start(sh->fd, &sh->handle, NULL);
 		if (ret) {
 			txn_first_error(&sh->err, ret);
 			break;
@@ -1815,17 +1815,17 @@ static void txn_stop_racer(struct txn_stop_race *sh)
 		sh->most = 0;
 		pthread_barrier_wait(&sh->go);
 		/* Let the others run: until they were granted a few times. */
-		for (own = 0; own < LP_TXN_STOP_AFTER &&
+		for (own = 0; own < LPU_TXN_STOP_AFTER &&
 		     __atomic_load_n(&sh->grants, __ATOMIC_RELAXED) <
-		     LP_TXN_STOP_AFTER; own++) {
-			ret = lp_txn_extend(sh->fd, sh->handle, 1, &e);
+		     LPU_TXN_STOP_AFTER; own++) {
+			ret = lpu_txn_extend(sh->fd, sh->handle, 1, &e);
 			if (ret) {
 				txn_first_error(&sh->err, ret);
 				break;
 			}
 			txn_stop_race_grant(sh, 1, e.granted);
 		}
-		ret = lp_txn_stop(sh->fd, sh->handle);
+		ret = lpu_txn_stop(sh->fd, sh->handle);
 		/* Every other EXTEND of the handle has answered now. */
 		pthread_barrier_wait(&sh->gone);
 		if (ret < 0) {
@@ -1847,7 +1847,7 @@ static void txn_stop_racer(struct txn_stop_race *sh)
 
 static void *txn_stop_race_thread(void *arg)
 {
-	struct lp_thread *t = arg;
+	struct lpu_thread *t = arg;
 	struct txn_stop_race *sh = t->shared;
 	struct lp_txn_extend e;
 	int ret;
@@ -1860,7 +1860,7 @@ static void *txn_stop_race_thread(void *arg)
 		pthread_barrier_wait(&sh->go);
 		if (__atomic_load_n(&sh->done, __ATOMIC_RELAXED))
 			return NULL;
-		while (!(ret = lp_txn_extend(sh->fd, sh->handle, t->index, &e)))
+		while (!(ret = lpu_txn_extend(sh->fd, sh->handle, t->index, &e)))
 			txn_stop_race_grant(sh, t->index, e.granted);
 		if (ret == -EBADF)
 			__atomic_add_fetch(&sh->refused, 1, __ATOMIC_RELAXED);
@@ -1871,14 +1871,14 @@ static void *txn_stop_race_thread(void *arg)
 }
 
 TEST_F_TIMEOUT(txn, stop_racing_ioctl_extends_gives_back_every_grant,
-	       LP_SLOW_TIMEOUT)
+	       LPU_SLOW_TIMEOUT)
 {
 	int n = nr_cpus() < 3 ? 3 : nr_cpus();
 	struct txn_stop_race sh = { .fd = self->fd };
 	struct lp_txn_stat s;
 
-	ASSERT_EQ(0, lp_txn_configure(self->fd, variant->flavor,
-				      LP_TXN_STOP_LIMIT));
+	ASSERT_EQ(0, lpu_txn_configure(self->fd, variant->flavor,
+				       LPU_TXN_STOP_LIMIT));
 	ASSERT_EQ(0, pthread_barrier_init(&sh.go, NULL, n));
 	ASSERT_EQ(0, pthread_barrier_init(&sh.gone, NULL, n));
 	run_threads(n, txn_stop_race_thread, &sh);
@@ -1891,7 +1891,7 @@ TEST_F_TIMEOUT(txn, stop_racing_ioctl_extends_gives_back_every_grant,
 		       sh.first_granted);
 	EXPECT_LE(20, sh.rounds);
 	EXPECT_LT(0, sh.by_others) TH_LOG("the other threads were never granted");
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(0, s.credits) TH_LOG("credits granted after their STOP");
 	EXPECT_EQ(0, s.updates);
 	EXPECT_EQ(0, s.handles);
@@ -1905,21 +1905,21 @@ TEST_F(txn, run_loops_complete_and_give_everything_back)
 	struct lp_txn_stat s;
 	struct lp_run run;
 
-	ASSERT_EQ(0, lp_run(self->fd, LP_OP_TXN_START_STOP, 0,
-			    LP_RUN_ITERATIONS, 0, &run));
-	EXPECT_EQ(LP_RUN_ITERATIONS, run.completed);
+	ASSERT_EQ(0, lpu_run(self->fd, LP_OP_TXN_START_STOP, 0,
+			     LPU_RUN_ITERATIONS, 0, &run));
+	EXPECT_EQ(LPU_RUN_ITERATIONS, run.completed);
 	EXPECT_EQ(0, run.failed);
-	ASSERT_EQ(0, lp_run(self->fd, LP_OP_TXN_EXTEND, 0, LP_RUN_ITERATIONS,
-			    LP_TXN_CREDITS_DEFAULT, &run));
-	EXPECT_EQ(LP_RUN_ITERATIONS, run.completed);
+	ASSERT_EQ(0, lpu_run(self->fd, LP_OP_TXN_EXTEND, 0, LPU_RUN_ITERATIONS,
+			     LP_TXN_CREDITS_DEFAULT, &run));
+	EXPECT_EQ(LPU_RUN_ITERATIONS, run.completed);
 	EXPECT_EQ(0, run.failed);
-	ASSERT_EQ(0, lp_run(self->fd, LP_OP_TXN_EXTEND, 0, 100,
-			    LP_TXN_CREDITS_DEFAULT + 1, &run));
+	ASSERT_EQ(0, lpu_run(self->fd, LP_OP_TXN_EXTEND, 0, 100,
+			     LP_TXN_CREDITS_DEFAULT + 1, &run));
 	EXPECT_EQ(0, run.completed);
 	EXPECT_EQ(100, run.failed);
 	EXPECT_EQ(0, run.delta);
 	EXPECT_EQ(0, run.broken);
-	ASSERT_EQ(0, lp_txn_stat(self->fd, &s));
+	ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
 	EXPECT_EQ(0, s.updates);
 	EXPECT_EQ(0, s.credits);
 	EXPECT_EQ(0, s.handles);
@@ -1930,7 +1930,7 @@ TEST_F(txn, run_loops_complete_and_give_everything_back)
 
 /* The transaction's ioctls, in this flavor: as the gadget side. */
 TEST_F_TIMEOUT(txn, every_allocation_may_fail_all_or_nothing,
-	       LP_SLOW_TIMEOUT)
+	       LPU_SLOW_TIMEOUT)
 {
 	static const enum fl_op probes[] = {
 		FL_TXN_STAT, FL_TXN_EXTEND, FL_RUN_TXN_START_STOP,
@@ -1965,7 +1965,7 @@ TEST_F_TIMEOUT(txn, every_allocation_may_fail_all_or_nothing,
 	while (c->ntxn_held) {
 		for (h = 1; !c->txn_held[h]; h++)
 			;
-		ASSERT_LE(0, lp_txn_stop(self->fd, h));
+		ASSERT_LE(0, lpu_txn_stop(self->fd, h));
 		fl_unhold(c, true, h);
 	}
 	fl_sweep(_metadata, c, FL_TXN_COMMIT, 1, 1, &cnt);
