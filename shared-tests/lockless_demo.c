@@ -749,10 +749,38 @@ static bool lpu_same(const struct lpu_transcript *c,
 
 /* ---- the report -------------------------------------------------------- */
 
-/* Columns: row name, C API, Rust API, verdict; ~110 characters wide. */
-#define LPU_ROW_FMT	"%-22s%-32s%-48s%s\n"
 /* Columns of the identify header: what, /dev/lockless_c, /dev/lockless_rust. */
-#define LPU_ID_FMT	"%-22s%-28s%s\n"
+#define LPU_ID_COLS	3
+/* Columns of the rows: row name, C API, Rust API, verdict. */
+#define LPU_ROW_COLS	4
+/* Spaces between two columns. */
+#define LPU_GAP		2
+
+/*
+ * A column is as wide as its widest cell, so that no cell runs into the
+ * next one: lpu_widen() measures each line of a table before any of it is
+ * printed, lpu_print_cells() prints a line. The last column is not padded.
+ */
+static void lpu_widen(int *width, const char * const *cell, int cols)
+{
+	int i, len;
+
+	for (i = 0; i < cols; i++) {
+		len = strlen(cell[i]);
+		if (len > width[i])
+			width[i] = len;
+	}
+}
+
+static void lpu_print_cells(const int *width, const char * const *cell,
+			    int cols)
+{
+	int i;
+
+	for (i = 0; i < cols - 1; i++)
+		printf("%-*s", width[i] + LPU_GAP, cell[i]);
+	printf("%s\n", cell[cols - 1]);
+}
 
 struct lpu_answer {
 	int err;
@@ -786,31 +814,71 @@ static void lpu_count(const struct lpu_answer *a, unsigned long long mask,
 static void lpu_print_identify(const struct lpu_answer *c,
 			       const struct lpu_answer *r)
 {
-	char cs[LPU_SYM], rs[LPU_SYM];
+	char abi[2][LPU_SYM], fl[2][LPU_SYM], ops[2][LPU_SYM], txn[2][LPU_SYM];
+	const char *line[][LPU_ID_COLS] = {
+		{ "", LP_DEV_C, LP_DEV_RUST },
+		{ "module", c->err ? strerror(c->err) : c->id.name,
+		  r->err ? strerror(r->err) : r->id.name },
+		{ "ABI version", c->err ? "-" : abi[0], r->err ? "-" : abi[1] },
+		{ "flavors implemented", fl[0], fl[1] },
+		{ "ops implemented", ops[0], ops[1] },
+		{ "txn flavors implemented", txn[0], txn[1] },
+	};
+	int width[LPU_ID_COLS] = { 0 };
+	size_t i;
 
-	printf(LPU_ID_FMT, "", LP_DEV_C, LP_DEV_RUST);
-	printf(LPU_ID_FMT, "module",
-	       c->err ? strerror(c->err) : c->id.name,
-	       r->err ? strerror(r->err) : r->id.name);
-	snprintf(cs, sizeof(cs), "%u", c->id.abi_version);
-	snprintf(rs, sizeof(rs), "%u", r->id.abi_version);
-	printf(LPU_ID_FMT, "ABI version", c->err ? "-" : cs, r->err ? "-" : rs);
-	lpu_count(c, c->id.flavors, LP_FLAVOR_COUNT, cs, sizeof(cs));
-	lpu_count(r, r->id.flavors, LP_FLAVOR_COUNT, rs, sizeof(rs));
-	printf(LPU_ID_FMT, "flavors implemented", cs, rs);
-	lpu_count(c, c->id.ops, LP_OP_COUNT, cs, sizeof(cs));
-	lpu_count(r, r->id.ops, LP_OP_COUNT, rs, sizeof(rs));
-	printf(LPU_ID_FMT, "ops implemented", cs, rs);
-	lpu_count(c, c->id.txn_flavors, LP_TXN_FLAVOR_COUNT, cs, sizeof(cs));
-	lpu_count(r, r->id.txn_flavors, LP_TXN_FLAVOR_COUNT, rs, sizeof(rs));
-	printf(LPU_ID_FMT, "txn flavors implemented", cs, rs);
+	snprintf(abi[0], sizeof(abi[0]), "%u", c->id.abi_version);
+	snprintf(abi[1], sizeof(abi[1]), "%u", r->id.abi_version);
+	lpu_count(c, c->id.flavors, LP_FLAVOR_COUNT, fl[0], sizeof(fl[0]));
+	lpu_count(r, r->id.flavors, LP_FLAVOR_COUNT, fl[1], sizeof(fl[1]));
+	lpu_count(c, c->id.ops, LP_OP_COUNT, ops[0], sizeof(ops[0]));
+	lpu_count(r, r->id.ops, LP_OP_COUNT, ops[1], sizeof(ops[1]));
+	lpu_count(c, c->id.txn_flavors, LP_TXN_FLAVOR_COUNT, txn[0],
+		  sizeof(txn[0]));
+	lpu_count(r, r->id.txn_flavors, LP_TXN_FLAVOR_COUNT, txn[1],
+		  sizeof(txn[1]));
+	for (i = 0; i < ARRAY_SIZE(line); i++)
+		lpu_widen(width, line[i], LPU_ID_COLS);
+	for (i = 0; i < ARRAY_SIZE(line); i++)
+		lpu_print_cells(width, line[i], LPU_ID_COLS);
+}
+
+/* The header line of the flavor rows (0) and of the op rows (1). */
+static const char * const lpu_row_head[2][LPU_ROW_COLS] = {
+	{ "flavor", "C API", "Rust API", "C vs Rust" },
+	{ "op", "C API", "Rust API", "C vs Rust" },
+};
+
+/* The cells of @row's line, with @verdict in the last column. */
+static void lpu_row_cells(const struct lpu_row *row, const char *verdict,
+			  const char **cell)
+{
+	cell[0] = row->is_op ? op_names[row->which] : flavor_names[row->which];
+	cell[1] = row->c_api;
+	cell[2] = row->rust_api;
+	cell[3] = verdict;
+}
+
+/* The rows' column widths: every cell but the verdict is known before. */
+static void lpu_row_widths(int *width)
+{
+	const char *cell[LPU_ROW_COLS];
+	size_t i;
+
+	lpu_widen(width, lpu_row_head[0], LPU_ROW_COLS);
+	lpu_widen(width, lpu_row_head[1], LPU_ROW_COLS);
+	for (i = 0; i < ARRAY_SIZE(lpu_rows); i++) {
+		lpu_row_cells(&lpu_rows[i], "DIFFERS", cell);
+		lpu_widen(width, cell, LPU_ROW_COLS);
+	}
 }
 
 /* Run @row on both devices and print its line. Return: true if the same. */
-static bool lpu_print_row(const struct lpu_row *row)
+static bool lpu_print_row(const int *width, const struct lpu_row *row)
 {
 	static struct lpu_transcript c, rust;
 	char why[2 * LPU_WHAT + 2 * LPU_ANSWER];
+	const char *cell[LPU_ROW_COLS];
 	const char *verdict = "same";
 	bool same;
 
@@ -819,9 +887,8 @@ static bool lpu_print_row(const struct lpu_row *row)
 	same = lpu_same(&c, &rust, why, sizeof(why));
 	if (!same)
 		verdict = c.open_err || rust.open_err ? "-" : "DIFFERS";
-	printf(LPU_ROW_FMT,
-	       row->is_op ? op_names[row->which] : flavor_names[row->which],
-	       row->c_api, row->rust_api, verdict);
+	lpu_row_cells(row, verdict, cell);
+	lpu_print_cells(width, cell, LPU_ROW_COLS);
 	if (!same)
 		printf("    %s\n", why);
 	return same;
@@ -829,6 +896,7 @@ static bool lpu_print_row(const struct lpu_row *row)
 
 int main(void)
 {
+	int width[LPU_ROW_COLS] = { 0 };
 	struct lpu_answer c, rust;
 	int differ = 0;
 	size_t i, n;
@@ -841,11 +909,14 @@ int main(void)
 	printf("\nEach row: one short script on a fresh open() of each device, every answer\n");
 	printf("compared (errnos, refcounts, released counts, arena counters, RMW and RUN\n");
 	printf("results; handles and ids by the order received, never times).\n");
+	lpu_row_widths(width);
 	for (i = 0; i < ARRAY_SIZE(lpu_rows); i++) {
-		if (i == 0 || lpu_rows[i].is_op != lpu_rows[i - 1].is_op)
-			printf("\n" LPU_ROW_FMT, lpu_rows[i].is_op ? "op" : "flavor",
-			       "C API", "Rust API", "C vs Rust");
-		differ += !lpu_print_row(&lpu_rows[i]);
+		if (i == 0 || lpu_rows[i].is_op != lpu_rows[i - 1].is_op) {
+			printf("\n");
+			lpu_print_cells(width, lpu_row_head[lpu_rows[i].is_op],
+					LPU_ROW_COLS);
+		}
+		differ += !lpu_print_row(width, &lpu_rows[i]);
 		if (!lpu_rows[i].is_op && i + 1 < ARRAY_SIZE(lpu_rows) &&
 		    lpu_rows[i + 1].is_op)
 			for (n = 0; n < ARRAY_SIZE(lpu_tryget_note); n++)
