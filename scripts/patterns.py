@@ -15,7 +15,7 @@ their Code: sections, the mutants whose diff touches them, and the
 Rust-for-Linux patches whose APIs they call.  scripts/study.py renders it
 (`make study`); this file, run, is the demo's API check (`make check`):
 
-    patterns.py REPO          every API a demo row names in its "C API" or
+    patterns.py [-q] REPO     every API a demo row names in its "C API" or
                               "Rust API" column is called by the functions
                               of the row's patterns (or their helpers)
 
@@ -271,7 +271,7 @@ class Source:
                 owner = next((t for s, e, t in impls if s < m.start() < e), None)
                 if owner:
                     methods.setdefault((owner, m.group(2)), path)
-                elif not m.group(1).strip('\n'):
+                elif not m.group(1).rsplit('\n', 1)[-1]:
                     free.setdefault(m.group(2), path)
         return free, methods
 
@@ -804,9 +804,18 @@ def check_demo(repo, out=print, rows=None):
 
 
 def main(argv):
+    quiet = '-q' in argv[1:]
+    argv = [a for a in argv if a != '-q']
     if len(argv) != 2:
-        sys.exit('usage: patterns.py REPO   (the demo\'s API check)')
-    passed, failed = check_demo(argv[1])
+        sys.exit('usage: patterns.py [-q] REPO   (the demo\'s API check; -q: failures only)')
+    lines = []
+    passed, failed = check_demo(argv[1], lines.append)
+    for line in lines:
+        if not quiet or not line.startswith('ok '):
+            print(line)
+    if quiet and passed:
+        print('ok demo API columns: %d of %d columns name only APIs that the functions of '
+              'their row call (scripts/patterns.py)' % (passed, passed + failed))
     print('%d passed, %d failed' % (passed, failed))
     return 1 if failed else 0
 
