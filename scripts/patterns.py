@@ -49,6 +49,7 @@ import os
 import re
 import sys
 
+sys.dont_write_bytecode = True     # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import litmus_code as lc  # noqa: E402
 
@@ -332,7 +333,7 @@ class Func:
         else:
             # The comment right above, as the reader wants it.
             c0 = comment_start(text, start)
-            self.code = text[c0:b1 + 1]
+            self.code = dedent(text[c0:b1 + 1])
             self.line = text.count('\n', 0, c0) + 1
             self.body = bare[b0:b1]
             self.signature = bare[start:b0]
@@ -440,6 +441,12 @@ def calls_rust(body):
     return out
 
 
+# Methods of traits (and constructors) that many types have: never
+# followed by their name alone.
+TRAIT_METHODS = {'drop', 'deref', 'deref_mut', 'new', 'init', 'clone', 'from',
+                 'into', 'inc_ref', 'dec_ref', 'open', 'release', 'ioctl'}
+
+
 def local_callees(src, f):
     """Specs of the module-local functions F's body calls or names (C
     function pointers too), in order of first appearance."""
@@ -459,6 +466,13 @@ def local_callees(src, f):
             spec = '%s %s' % (src.r_free[name], name)
         elif kind == 'method' and qual == 'self' and owner and (owner, name) in src.r_methods:
             spec = '%s %s::%s' % (src.r_methods[(owner, name)], owner, name)
+        elif kind == 'method' and name not in TRAIT_METHODS:
+            # Another receiver: ours if one type of rust-module/ alone
+            # has the method (wait.prepare_to_wait()), not if several do
+            # (.read(): RwLock's, RwSem's; Refcount's is the kernel's).
+            types = [t for (t, n) in src.r_methods if n == name]
+            if len(types) == 1:
+                spec = '%s %s::%s' % (src.r_methods[(types[0], name)], types[0], name)
         elif kind == 'path':
             ty = qual.split('::')[-1]
             ty = owner if ty == 'Self' else ty

@@ -32,6 +32,7 @@ import re
 import sys
 from html.parser import HTMLParser
 
+sys.dont_write_bytecode = True     # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import litmus_code as lc  # noqa: E402
 import patterns as pt  # noqa: E402
@@ -356,12 +357,13 @@ class Render:
         # that, a helper; a kernel-patch mutant where the patch's APIs are.
         self.placed = {}
         for m in self.mutants:
+            touched = {(path, n.rsplit('::', 1)[-1]) for path, n in m['touches']}
             keys = [p.key for p in self.pats
-                    if set(m['touches']) & {(f.path, f.func.rsplit('::', 1)[-1])
-                                            for f in p.cf + p.rf if not f.err and not f.shared}]
+                    if touched & {(f.path, f.func.rsplit('::', 1)[-1])
+                                  for f in p.cf + p.rf if not f.err and not f.shared}]
             if not keys:
                 keys = [p.key for p in self.pats
-                        if set(m['touches']) & (p.names('c') | p.names('rust'))]
+                        if touched & (p.names('c') | p.names('rust'))]
             if not keys and m['kpatch']:
                 keys = [p.key for p in self.pats
                         if any(g[0].endswith(tuple(m['kpatch'])) for g in self.gaps(p))]
@@ -382,7 +384,7 @@ class Render:
     def code_html(self, f):
         where = '%s:%d &nbsp;<b>%s</b>' % (esc(f.path), f.line, esc(f.name))
         if f.err:
-            return ('<div class="code"><div class="where">%s</div><pre class="bad">'
+            return ('<div class="code missing"><div class="where">%s</div><pre class="bad">'
                     'not found: %s</pre></div>' % (where, esc(f.err)))
         body = self.highlight(f.code, self.lexers[f.lang], self.fmt)
         return '<div class="code" data-func="%s"><div class="where">%s</div>%s</div>' % (
@@ -631,7 +633,10 @@ class DomSections(HTMLParser):
         elif tag == 'div' and 'pane' in cls and self.sec:
             self.pane = a.get('data-lang')
         elif tag == 'div' and 'code' in cls and self.sec and self.pane:
-            self.sections[self.sec]['code'][self.pane] += 1
+            if 'missing' in cls:
+                self.pane = 'missing'   # a function not found: no code
+            else:
+                self.sections[self.sec]['code'][self.pane] += 1
         if tag not in ('br', 'meta', 'img', 'hr', 'input', 'link'):
             self.stack.append((tag, sec, pane))
 
