@@ -588,15 +588,24 @@ def apis(src, fs, lang):
 
 
 def demo_rows(repo):
-    """[(name, c_api, rust_api, line)] of lp_rows[] in lockless_demo.c,
-    or raise ValueError naming what it cannot read."""
+    """[(name, c_api, rust_api, line)] of the row table of lockless_demo.c
+    (lp_rows[], lpu_rows[]: the array of the struct with c_api and
+    rust_api), or raise ValueError naming what it cannot read."""
     path = os.path.join(repo, 'shared-tests/lockless_demo.c')
     with open(path, encoding='utf-8') as f:
         text = f.read()
-    m = re.search(r'\blp_rows\s*\[\s*\]\s*=\s*\{', text)
-    if not m:
-        raise ValueError('no lp_rows[] = { ... } in shared-tests/lockless_demo.c')
     bare = lc.strip(text, False)
+    # The row type: the struct with members c_api and rust_api, whatever
+    # its name (lp_row, lpu_row); its members' order for positional
+    # initialisers; then the one array of it.
+    st = re.search(r'\bstruct\s+(\w+)\s*\{([^{}]*\bc_api\s*;[^{}]*\brust_api\s*;[^{}]*)\}', bare)
+    if not st:
+        raise ValueError('no struct with members c_api and rust_api in '
+                         'shared-tests/lockless_demo.c')
+    members = re.findall(r'(\w+)\s*;', st.group(2))
+    m = re.search(r'\bstruct\s+%s\s+(\w+)\s*\[\s*\]\s*=\s*\{' % st.group(1), bare)
+    if not m:
+        raise ValueError('no array of struct %s in shared-tests/lockless_demo.c' % st.group(1))
     end = lc.match_close(bare, m.end() - 1, '{', '}')
     rows = []
     i = m.end()
@@ -613,8 +622,7 @@ def demo_rows(repo):
                 fields[d.group(1)] = raw[raw.index('=') + 1:].strip()
             else:
                 pos.append(raw.strip())
-        names = ['is_op', 'which', 'c_api', 'rust_api']
-        for n, v in zip(names, pos):
+        for n, v in zip(members, pos):
             fields.setdefault(n, v)
         which = fields.get('which', '')
         name = re.sub(r'^LP_(?:FLAVOR|OP)_', '', which)
@@ -622,13 +630,13 @@ def demo_rows(repo):
         for key in ('c_api', 'rust_api'):
             lits = re.findall(r'"((?:\\.|[^"\\])*)"', fields.get(key, ''))
             if not lits:
-                raise ValueError('lp_rows[] entry at line %d: no %s string'
-                                 % (text.count('\n', 0, j) + 1, key))
+                raise ValueError('%s[] entry at line %d: no %s string'
+                                 % (m.group(1), text.count('\n', 0, j) + 1, key))
             strs.append(''.join(lits))
         rows.append((name, strs[0], strs[1], text.count('\n', 0, j) + 1))
         i = k + 1
     if not rows:
-        raise ValueError('lp_rows[] in shared-tests/lockless_demo.c has no entry')
+        raise ValueError('%s[] in shared-tests/lockless_demo.c has no entry' % m.group(1))
     return rows
 
 
