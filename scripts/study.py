@@ -414,7 +414,7 @@ class Render:
         for name in p.demo:
             row = self.rows.get(name)
             if not row:
-                out.append('<tr><td>%s</td><td colspan="2" class="bad">not in lp_rows[] of '
+                out.append('<tr><td>%s</td><td colspan="2" class="bad">not in the row table of '
                            'shared-tests/lockless_demo.c</td></tr>' % esc(name))
                 continue
             cells = []
