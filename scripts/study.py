@@ -36,6 +36,7 @@ sys.dont_write_bytecode = True     # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import litmus_code as lc  # noqa: E402
 import patterns as pt  # noqa: E402
+from bench_report import LIMIT  # noqa: E402  the goal for Rust inlined / C
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -369,6 +370,15 @@ class Render:
                         if any(g[0].endswith(tuple(m['kpatch'])) for g in self.gaps(p))]
             self.placed[m['name']] = keys
 
+    def stale(self, name, lang, text):
+        """What demo row NAME's LANG column TEXT names that the functions
+        of its patterns never call, None if nothing, '' if it names no API."""
+        terms = pt.column_terms(text, lang)
+        if not terms:
+            return ''
+        fs = [f for q in self.pats if name in q.demo for f in q.everything(lang)]
+        return next((m for m in (pt.check_term(self.src, fs, t) for t in terms) if m), None)
+
     def gaps(self, p):
         if not hasattr(p, '_gaps'):
             p._gaps = gaps_of(p, self.src, self.kpatches, self.own)
@@ -410,7 +420,6 @@ class Render:
             return '<p class="none">No row of make demo\'s table exercises it alone.</p>'
         out = ['<table class="demo"><tr><th>make demo row</th><th>C API column</th>'
                '<th>Rust API column</th></tr>']
-        mine = [p] + [q for q in self.pats if q is not p and set(q.demo) & set(p.demo)]
         for name in p.demo:
             row = self.rows.get(name)
             if not row:
@@ -419,12 +428,10 @@ class Render:
                 continue
             cells = []
             for lang, text in (('c', row[1]), ('rust', row[2])):
-                terms = pt.column_terms(text, lang)
-                fs = [f for q in mine if name in q.demo for f in q.everything(lang)]
-                miss = [m for m in (pt.check_term(self.src, fs, t) for t in terms or []) if m]
-                verdict = ('<span class="bad">stale: the code never calls %s</span>' % esc(miss[0])
-                           if miss else '<span class="ok">called</span>' if terms
-                           else '<span class="none">names no API</span>')
+                miss = self.stale(name, lang, text)
+                verdict = ('<span class="bad">stale: the code never calls %s</span>' % esc(miss)
+                           if miss else '<span class="none">names no API</span>' if miss == ''
+                           else '<span class="ok">called</span>')
                 cells.append('<code>%s</code><br>%s' % (esc(text), verdict))
             out.append('<tr><td><b>%s</b></td><td>%s</td><td>%s</td></tr>' % (
                 esc(name), cells[0], cells[1]))
@@ -455,7 +462,7 @@ class Render:
             def ratio(a, b):
                 if not a or not b:
                     return '<td class="num">n/a</td>'
-                cls = 'ok' if a / b <= pt_limit else 'warn'
+                cls = 'ok' if a / b <= LIMIT else 'warn'
                 return '<td class="num %s">%.2f</td>' % (cls, a / b)
             static = ' / '.join([st.get('perf', ('-', '-'))[0] or '-', st.get('perf', ('-', '-'))[1] or '-',
                                  st.get('-inline', ('-', '-'))[1] or '-'])
@@ -570,6 +577,10 @@ class Render:
                 '<style>%s\n%s</style></head><body>\n%s\n</body></html>\n' % (
                     CSS, self.fmt.get_style_defs('.hl'), '\n'.join(body)))
 
+    def md_verdict(self, name, lang, text):
+        miss = self.stale(name, lang, text)
+        return ' (stale: the code never calls %s)' % miss if miss else ''
+
     def markdown(self):
         out = ['# lockless-parity: the patterns, C and Rust side by side', '',
                'Made by `make study` from the sources; the HTML page has the same, '
@@ -587,8 +598,9 @@ class Render:
                 for name in p.demo:
                     row = self.rows.get(name)
                     if row:
-                        out.append('- make demo row %s: C API `%s`, Rust API `%s`'
-                                   % (name, row[1], row[2]))
+                        out.append('- make demo row %s: C API `%s`%s, Rust API `%s`%s' % (
+                            name, row[1], self.md_verdict(name, 'c', row[1]),
+                            row[2], self.md_verdict(name, 'rust', row[2])))
                 for label, c, r, ri, st in bench_rows(p, self.bench):
                     out.append('- insns/op %s: C %s, Rust %s, Rust inlined %s' % (
                         label, *('%.1f' % x if x else 'n/a' for x in (c, r, ri))))
@@ -606,8 +618,6 @@ class Render:
                 out.append('')
         return '\n'.join(out) + '\n'
 
-
-pt_limit = 1.05  # bench_report.py's LIMIT: the goal for Rust inlined / C
 
 # ------------------------------------------------------------ the check
 
@@ -695,14 +705,10 @@ def main(argv):
     with open(os.path.join(out, 'index.md'), 'w', encoding='utf-8') as f:
         f.write(r.markdown())
     nt = sum(len(r.tests_of(p)) for p in r.pats)
-    stale = []
-    for p in r.pats:
-        for name in p.demo:
-            row = r.rows.get(name)
-            for lang, text in (('c', row[1]), ('rust', row[2])) if row else ():
-                fs = [f for q in r.pats if name in q.demo for f in q.everything(lang)]
-                if any(pt.check_term(r.src, fs, t) for t in pt.column_terms(text, lang) or []):
-                    stale.append('%s %s' % (name, 'C' if lang == 'c' else 'Rust'))
+    stale = ['%s %s' % (name, 'C' if lang == 'c' else 'Rust')
+             for name, c_api, rust_api, _ in r.rows.values()
+             for lang, text in (('c', c_api), ('rust', rust_api))
+             if r.stale(name, lang, text)]
     missing = [f.spec for p in r.pats for f in p.cf + p.rf if f.err]
     print('study: %d patterns in %d groups; %s; %d litmus links, %d of %d mutants placed'
           % (len(r.pats), len(pt.GROUPS),
