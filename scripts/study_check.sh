@@ -46,7 +46,7 @@ ensure_chromeroot() {
 		return 0
 	fi
 	mirror=$(lp_mirror)
-	lp_say "creating the $CHROME_SUITE chromium root ($CHROME_PACKAGES) with mmdebstrap from $mirror (~1 min, ~700 MB)"
+	lp_say "creating the $CHROME_SUITE chromium root ($CHROME_PACKAGES) with mmdebstrap from $mirror (~2 min, ~870 MB)"
 	mkdir -p "$LP_CACHE"
 	touch "$LP_CACHE/.lockless-parity-cache"
 	rm -rf --one-file-system "$chromeroot" "$chromeroot.tmp"
