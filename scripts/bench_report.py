@@ -442,8 +442,9 @@ def plot_tcg(out_dir, rows, title):
                              f'dt {dt} lc rgb "{COLORS[i % len(COLORS)]}" '
                              f'pt {i % 8 + 1} title "{key}"')
         gp.append(f'set title "{title_}"')
+        # An empty panel: gnuplot refuses "plot 1/0" (no point defined).
         gp.append('plot ' + ', \\\n     '.join(plots) if plots else
-                  'plot 1/0 notitle')
+                  'plot 1 with lines lc rgb "#ffffff" title "no row"')
     gp.append('unset multiplot')
     gnuplot(out_dir, 'bench-tcg', '\n'.join(data + gp) + '\n')
     return png
