@@ -9,12 +9,12 @@
 
 S := scripts
 
-.PHONY: help check soak fuzz kcsan-control mutants demo bench shell lint litmus toolchain kernel modules guest clean distclean
+.PHONY: help check soak fuzz kcsan-control mutants demo bench study study-check shell lint litmus toolchain kernel modules guest clean distclean
 
 help:
 	@echo "make demo       boot the guest, load both modules, print their answers side by side"
 	@echo "make check      build everything needed, run all tests in QEMU (the kernel's KUnit suites too),"
-	@echo "                lint and litmus; ends 'N passed, N failed'"
+	@echo "                lint, litmus and the demo's API columns against the code; ends 'N passed, N failed'"
 	@echo "                TESTS=GLOB: only the matching driver tests, against both modules"
 	@echo "make soak       make check with the full sizes (PRESET=full: 10^5 racing puts, 10^5-deep chains),"
 	@echo "                on the KCSAN kernel, the debug (KASAN) kernel, then the debug kernel with"
@@ -26,6 +26,10 @@ help:
 	@echo "                MUTANT_KERNEL=1: also the kernel-patch mutants (a kernel build each, ~15 min)"
 	@echo "make bench      instructions/op of every op (C, Rust, Rust with helpers inlined), and ns/op"
 	@echo "                at 1..N vCPUs, on perf kernels: tables, ratios, CSV, PNG"
+	@echo "make study      build/study/index.html: each pattern's C and Rust functions side by side, read from"
+	@echo "                the source, with the demo's API columns, insns/op, litmus tests, mutants, Rust gaps"
+	@echo "make study-check  render that page in headless chromium (its own cached Debian root) and check"
+	@echo "                every pattern's section and code panes; screenshot: build/study/screenshot.png"
 	@echo "make shell      boot the guest to a busybox shell with both .ko files and the test driver"
 	@echo "make lint       checkpatch --strict, sparse (C=2), rustfmt --check, clippy"
 	@echo "make litmus     check the article's ordering claims with herd7 and the kernel's memory model,"
@@ -65,6 +69,12 @@ demo:
 
 bench:
 	@$(S)/bench.sh
+
+study:
+	@$(S)/study.sh
+
+study-check: study
+	@$(S)/study_check.sh
 
 shell: guest
 	@$(S)/qemu.sh shell debug

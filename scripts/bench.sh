@@ -16,7 +16,8 @@
 # Each run is judged (every cell sane, no kernel splat). Then
 # bench_report.py prints the instruction table (C, Rust, Rust inlined and
 # their ratios), the contention table and ratio lines, and writes
-# build/bench/bench.csv, insns.csv, insns.txt and bench.png.
+# build/bench/bench.csv, insns.csv, insns.txt, bench.png (the ratios) and
+# bench-tcg.png (TCG wall-clock ns/op).
 #
 # BENCH_QUICK=1: the smoke run on the debug kernel that make check already
 # built (no other kernel, one multi-threaded boot): tiny counts, sanity

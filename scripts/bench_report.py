@@ -23,8 +23,11 @@ the guest: KTAP per cell, then "# === table ===", "# === ratios ===" and
     MODULES_DIR/*.ko, built with modules.sh -g, function by function in
     OUT_DIR/insns.txt and insns-inline.txt),
   - prints the contention run's header, table and ratio lines,
-  - plots its ns/op against threads with gnuplot to OUT_DIR/bench.png (one
-    line per module x row, C solid, Rust dashed) and prints the paths.
+  - plots the headline with gnuplot to OUT_DIR/bench.png: instructions/op
+    of Rust and of Rust inlined over C's per row (lines at 1.0 and LIMIT),
+    and the contention run as ratios to the locked baseline of the same
+    boot (baseline_of()); the contention run's ns/op against threads, TCG
+    wall-clock and labelled so, to OUT_DIR/bench-tcg.png; prints the paths.
 
 Instruction counts: see INSNS_HEADER below.
 """
@@ -373,8 +376,23 @@ def sections(lines):
     return out
 
 
-def plot(out_dir, rows, title):
-    """bench.png: ns/op against threads, a panel per group of rows."""
+def gnuplot(out_dir, name, text):
+    """Run gnuplot script @text, kept as OUT_DIR/NAME.gp."""
+    script = os.path.join(out_dir, name + '.gp')
+    term = subprocess.run(['gnuplot', '-e', 'set terminal pngcairo'],
+                          capture_output=True)
+    if term.returncode != 0:
+        # No cairo: the libgd terminal, which may draw no dashes; the key
+        # still says which line is which.
+        text = text.replace('set terminal pngcairo', 'set terminal png')
+    with open(script, 'w') as f:
+        f.write(text)
+    subprocess.run(['gnuplot', script], check=True)
+
+
+def plot_tcg(out_dir, rows, title):
+    """bench-tcg.png: TCG wall-clock ns/op against threads, a panel per
+    group of rows: the shape of each curve, not a machine's times."""
     groups = [
         ('GET_PUT, all threads on one gadget',
          lambda r: r.startswith('GET_PUT/')),
@@ -389,23 +407,18 @@ def plot(out_dir, rows, title):
         ('TXN_START_STOP, TXN_EXTEND: one transaction, jbd2 before/after',
          lambda r: r.startswith('TXN_')),
     ]
-    # One color per row of a panel (a panel has at most 8 rows).
-    colors = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd',
-              '#8c564b', '#e377c2', '#17becf']
     threads = sorted({int(r['threads']) for r in rows})
-    labels = []
-    for r in rows:
-        if r['row'] not in labels:
-            labels.append(r['row'])
+    labels = labels_of(rows)
+    png = os.path.join(out_dir, 'bench-tcg.png')
     gp = [
         'set terminal pngcairo noenhanced size 1800,1900 font ",10"',
-        f'set output "{os.path.join(out_dir, "bench.png")}"',
+        f'set output "{png}"',
         f'set multiplot layout 3,2 title "{title}"',
         'set logscale xy 2',
         'set xtics (' + ', '.join(f'"{t}" {t}' for t in threads) + ')',
         f'set xrange [{threads[0] * 0.9}:{threads[-1] * 1.1}]',
         'set xlabel "threads (one per vCPU)"',
-        'set ylabel "ns/op (median)"',
+        'set ylabel "ns/op, TCG wall-clock (median)"',
         'set ytics format "%g"',
         'set key outside right top font ",8"',
         'set grid',
@@ -426,26 +439,140 @@ def plot(out_dir, rows, title):
                 data.append('EOD')
                 key = label + (' C' if mod == 'c' else ' Rust')
                 plots.append(f'${name} using 1:2 with linespoints lw 2 '
-                             f'dt {dt} lc rgb "{colors[i % len(colors)]}" '
+                             f'dt {dt} lc rgb "{COLORS[i % len(COLORS)]}" '
                              f'pt {i % 8 + 1} title "{key}"')
         gp.append(f'set title "{title_}"')
+        # An empty panel: gnuplot refuses "plot 1/0" (no point defined).
         gp.append('plot ' + ', \\\n     '.join(plots) if plots else
-                  'plot 1/0 notitle')
+                  'plot 1 with lines lc rgb "#ffffff" title "no row"')
     gp.append('unset multiplot')
-    script = os.path.join(out_dir, 'bench.gp')
-    with open(script, 'w') as f:
-        f.write('\n'.join(data + gp) + '\n')
-    term = subprocess.run(['gnuplot', '-e', 'set terminal pngcairo'],
-                          capture_output=True)
-    if term.returncode != 0:
-        # No cairo: the libgd terminal, which may draw no dashes; the key
-        # still says which line is which.
-        with open(script) as f:
-            text = f.read().replace('set terminal pngcairo', 'set terminal png')
-        with open(script, 'w') as f:
-            f.write(text)
-    subprocess.run(['gnuplot', script], check=True)
-    return os.path.join(out_dir, 'bench.png')
+    gnuplot(out_dir, 'bench-tcg', '\n'.join(data + gp) + '\n')
+    return png
+
+
+# One color per row of a panel (a panel has at most 8 rows).
+COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd',
+          '#8c564b', '#e377c2', '#17becf']
+
+
+def baseline_of(label, labels):
+    """The locked row a contention row is measured against, or None:
+    the flavor LOCKED of GET_PUT and TRYGET_PUT, MAX_LOCKED for the
+    lock-free MAX loops, the transaction spinlock's flavor (jbd2 before
+    the patch) for TXN_ATOMIC."""
+    op, _, flavor = label.partition('/')
+    if op in ('GET_PUT', 'TRYGET_PUT') and flavor != 'LOCKED':
+        base = op + '/LOCKED'
+    elif op in ('MAX_CMPXCHG', 'MAX_JBD2'):
+        base = 'MAX_LOCKED'
+    elif op.startswith('TXN_') and flavor == 'TXN_ATOMIC':
+        base = next((x for x in labels if x.startswith(op + '/')
+                     and x != label), None)
+    else:
+        base = None
+    return base if base in labels else None
+
+
+def contention_ratios(rows):
+    """{(label, module): [(threads, ns/op over the baseline's)]} of one
+    boot's rows, each against its locked baseline at the same thread
+    count and in the same module."""
+    labels = labels_of(rows)
+    med = {(r['row'], r['module'], int(r['threads'])): float(r['ns_op_median'])
+           for r in rows if r['sane'] == '1'}
+    out = {}
+    for label in labels:
+        base = baseline_of(label, labels)
+        if not base:
+            continue
+        for mod in ('c', 'rust'):
+            pts = [(t, v / med[(base, m, t)]) for (l, m, t), v in sorted(med.items())
+                   if l == label and m == mod and med.get((base, m, t))]
+            if pts:
+                out[(label, mod)] = pts
+    return out
+
+
+def plot(out_dir, runs, title):
+    """bench.png, the headline: instructions/op of Rust and of Rust with
+    its helpers inlined over C's, per row (the goal: inlined/C at most
+    LIMIT), and the contention run as ratios to the locked baseline of
+    the same boot (below 1: faster than the lock). Returns its path."""
+    ic, inl, tcg = runs.get('icount'), runs.get('inline'), runs['tcg']
+    png = os.path.join(out_dir, 'bench.png')
+    data = ['$ratios << EOD']
+    n = 0
+    for label in labels_of(ic['rows']) if ic else []:
+        c, r = figure(ic, 'c', label), figure(ic, 'rust', label)
+        ri = figure(inl, 'rust', label)
+        if not c:
+            continue
+        data.append(f'"{label}" {r / c if r else "?"} '
+                    f'{ri / c if ri else "?"}')
+        n += 1
+    data.append('EOD')
+    gp = [
+        'set terminal pngcairo noenhanced size 1800,1700 font ",11"',
+        f'set output "{png}"',
+        f'set multiplot title "{title}"',
+        'set datafile missing "?"',
+        'set grid ytics',
+        # Panel 1: instructions per op over C's, per row.
+        'set size 1,0.52', 'set origin 0,0.46',
+        'set title "Instructions per op over C\'s, one thread (QEMU -icount: exact counts)'
+        + ('' if inl else '; no Rust-inlined run') + '"',
+        'set style data histograms',
+        'set style histogram clustered gap 1',
+        'set style fill solid 0.85 border -1',
+        'set boxwidth 0.9',
+        'set xtics rotate by -40 scale 0 font ",9"',
+        'set ylabel "insns/op over C"',
+        f'set xrange [-0.6:{max(n, 1) - 0.4}]',
+        'set yrange [0:*]',
+        'set key top left',
+        (f'plot $ratios using 2:xtic(1) title "Rust / C" lc rgb "#d62728", '
+         f'"" using 3 title "Rust, helpers inlined / C" lc rgb "#ff7f0e", '
+         f'1.0 with lines lw 2 lc rgb "#000000" title "1.0: as many as C", '
+         f'{LIMIT} with lines lw 2 dt 2 lc rgb "#2ca02c" title "{LIMIT}: the goal for inlined"'
+         if n else
+         'set label 1 "no instruction counts in this run (BENCH_QUICK: the '
+         'TCG run only)" at graph 0.5,0.5 center\nset yrange [0:2]\n'
+         'plot 1.0 with lines lw 2 lc rgb "#000000" title "1.0"\nunset label 1'),
+        'unset style', 'set style data linespoints', 'unset xrange', 'unset yrange',
+        'set xtics norotate scale 1 font ",10"',
+    ]
+    ratios = contention_ratios(tcg['rows'])
+    threads = sorted({int(r['threads']) for r in tcg['rows']})
+    panels = [('GET_PUT: flavors over LOCKED', ('GET_PUT/',)),
+              ('TRYGET_PUT: flavors over LOCKED', ('TRYGET_PUT/',)),
+              ('MAX, TXN_ATOMIC over their locks', ('MAX_', 'TXN_'))]
+    for i, (ptitle, prefixes) in enumerate(panels):
+        gp += ['set size 0.333,0.45', f'set origin {0.333 * i},0',
+               f'set title "Contention, one boot: {ptitle}\\nx: threads (one per vCPU); C solid, Rust dashed"',
+               'set logscale x 2', 'set logscale y 2',
+               'set xtics (' + ', '.join(f'"{t}" {t}' for t in threads) + ')',
+               f'set xrange [{threads[0] * 0.9}:{threads[-1] * 1.1}]',
+               'unset xlabel',
+               'set ylabel "ns/op over the locked baseline\'s"',
+               'set ytics format "%g"', 'set key below font ",9"']
+        plots = []
+        mine = [k for k in ratios if k[0].startswith(prefixes)]
+        names = list(dict.fromkeys(k[0] for k in mine))
+        for (label, mod) in mine:
+            j = names.index(label)
+            name = f'r{len(data)}'
+            data.append(f'${name} << EOD')
+            data += [f'{t} {v}' for t, v in ratios[(label, mod)]]
+            data.append('EOD')
+            plots.append(f'${name} using 1:2 with linespoints lw 2 '
+                         f'dt {1 if mod == "c" else 2} lc rgb "{COLORS[j % len(COLORS)]}" '
+                         f'pt {j % 8 + 1} title "{label} {"C" if mod == "c" else "Rust"}"')
+        plots.append('1.0 with lines lw 2 lc rgb "#000000" title "1.0: the lock"')
+        gp.append('plot ' + ', \\\n     '.join(plots))
+        gp += ['unset logscale x', 'unset logscale y']
+    gp.append('unset multiplot')
+    gnuplot(out_dir, 'bench', '\n'.join(data + gp) + '\n')
+    return png
 
 
 def read_run(spec):
@@ -647,11 +774,20 @@ def main():
     print()
     print('\n'.join(tcg['sec'].get('ratios', [])))
     print()
-    title = (f'lockless-parity make bench {tcg["date"]}: {tcg["kernel"]}, '
-             f'{accel.upper()}, {smp} vCPUs. C solid, Rust dashed')
-    png = plot(out_dir, tcg['rows'], title)
+    title = (f'lockless-parity make bench {tcg["date"]}: '
+             + (f'{runs["icount"]["kernel"]}; ' if 'icount' in runs else '')
+             + f'contention: {tcg["kernel"]}, {accel.upper()}, {smp} vCPUs, '
+             'ns/op over the locked baseline of the same boot')
+    png = plot(out_dir, runs, title)
+    title = (f'{accel.upper()} wall-clock, not a machine\'s: make bench '
+             f'{tcg["date"]}, {tcg["kernel"]}, {smp} vCPUs on {host_cpus} '
+             'host CPUs. C solid, Rust dashed')
+    tcg_png = plot_tcg(out_dir, tcg['rows'], title)
     print(f'CSV:  {shown(csv_path)}')
-    print(f'plot: {shown(png)}')
+    print(f'plot: {shown(png)} (ratios: insns/op over C, contention over '
+          'the locked baseline)')
+    print(f'      {shown(tcg_png)} ({accel.upper()} wall-clock ns/op, '
+          'not a machine\'s)')
     if 'icount' in runs:
         print('instruction counts, function by function: '
               f'{shown(os.path.join(out_dir, "insns.txt"))}'

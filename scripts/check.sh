@@ -2,14 +2,15 @@
 # check.sh: what `make check` (and, with PRESET=full, `make soak`) runs.
 # Bootstraps whatever is missing (toolchain root, debug kernel), builds both
 # modules and the guest, boots it once under QEMU for the driver, the
-# demo's C-vs-Rust comparison and the bench's smoke run, lints and runs
-# the litmus tests meanwhile (they need no guest), judges everything, and
+# demo's C-vs-Rust comparison and the bench's smoke run, lints, runs
+# the litmus tests and checks the demo's API columns against the code
+# meanwhile (they need no guest), judges everything, and
 # prints the wall time of each step and the total as the last line: "N
 # passed, N failed". Exit status is non-zero on any failure.
 #
 # PRESET=quick (make check) or full (make soak): the driver's sizes.
 # TESTS=GLOB: only the driver tests whose name matches, against both
-# modules, without KUnit, demo, bench smoke, lint or litmus: the
+# modules, without KUnit, demo, bench smoke, lint, litmus or API columns: the
 # development loop.
 # KIND=debug (KASAN), kcsan (KCSAN instead of KASAN) or preempt (debug with
 # CONFIG_PREEMPT instead of PREEMPT_LAZY): the guest kernel.
@@ -95,7 +96,7 @@ need "guest build" "$S/initramfs.sh" "$kind"
 # (they still end well before it).
 bg=()
 if [ -z "${TESTS:-}" ]; then
-	lp_say "lint and LKMM litmus tests start in the background (output after the guest's)"
+	lp_say "lint, LKMM litmus tests and the demo's API columns start in the background (output after the guest's)"
 	(
 		t0=$SECONDS
 		nice -n 19 "$S/lint.sh" "$kind" >"$results/lint.out" 2>&1
@@ -106,6 +107,18 @@ if [ -z "${TESTS:-}" ]; then
 		t0=$SECONDS
 		nice -n 19 "$S/litmus.sh" >"$results/litmus.out" 2>&1
 		echo "litmus $((SECONDS - t0))" >"$results/litmus.time"
+	) &
+	bg+=($!)
+	# The demo's "C API" / "Rust API" columns against the calls of the
+	# functions behind each row (scripts/patterns.py; ~2 s, no guest).
+	(
+		t0=$SECONDS
+		nice -n 19 "$S/inroot.sh" "python3 scripts/patterns.py -q /lp/src" \
+			>"$results/demo-api.out" 2>&1
+		sed -n '$s/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' \
+			"$results/demo-api.out" >"$results/demo-api.counts"
+		[ -s "$results/demo-api.counts" ] || rm -f "$results/demo-api.counts"
+		echo "demo-api $((SECONDS - t0))" >"$results/demo-api.time"
 	) &
 	bg+=($!)
 else
@@ -122,7 +135,7 @@ for pid in "${bg[@]}"; do
 	wait "$pid"
 done
 trap - EXIT
-for s in lint litmus; do
+for s in lint litmus demo-api; do
 	[ -z "${TESTS:-}" ] || continue
 	lp_say "$s (ran alongside the guest)"
 	cat "$results/$s.out"

@@ -46,7 +46,7 @@ lp_need_root() {
 	[ "$LP_USERNS" = 1 ] || return 0
 	lp_userns_check
 	local d
-	for d in "$LP_CACHE" "$LP_ROOT" "$LP_WORK" "$LP_CACHE/herdroot" "$LP_OUT"; do
+	for d in "$LP_CACHE" "$LP_ROOT" "$LP_WORK" "$LP_CACHE/herdroot" "$LP_CACHE/chromeroot" "$LP_OUT"; do
 		[ ! -e "$d" ] || [ -O "$d" ] ||
 			lp_die "$d belongs to $(stat -c %U "$d"), not to $(id -un): run as that user, or give this one a cache and checkout of its own (LP_CACHE=)"
 	done

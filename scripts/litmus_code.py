@@ -255,6 +255,15 @@ def match_close(text, i, open_c, close_c):
 
 def find_function(path, text, func):
     """(start, end) of the body (inside the braces) of FUNC in TEXT."""
+    span, err = find_definition(path, text, func)
+    return (span[1:] if span else None), err
+
+
+def find_definition(path, text, func):
+    """(definition start, body start, body end) of FUNC in TEXT: where
+    its definition's first line starts, and its body (inside the braces),
+    as find_function() gives it (scripts/patterns.py shows the whole
+    definition)."""
     rust = path.endswith(".rs")
     owner = None
     if "::" in func:
@@ -285,7 +294,8 @@ def find_function(path, text, func):
             if brace < 0 or ";" in text[close:brace]:
                 continue
             brace += 1
-        hits.append((brace + 1, match_close(text, brace, "{", "}")))
+        start = text.rfind("\n", 0, m.start() + len(m.group(0)) - len(m.group(0).lstrip())) + 1
+        hits.append((start, brace + 1, match_close(text, brace, "{", "}")))
     if not hits:
         return None, "no function %s%s" % (owner + "::" if owner else "", func)
     if len(hits) > 1:

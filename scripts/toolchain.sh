@@ -21,6 +21,8 @@ verify() {
 		gnuplot-nox; do
 		[ -x "$LP_ROOT/usr/bin/$t" ] || missing+=("$t")
 	done
+	[ -f "$LP_ROOT/usr/lib/python3/dist-packages/pygments/__init__.py" ] ||
+		missing+=(python3-pygments)
 	[ -f "$LP_ROOT$LP_KERNEL_TARBALL" ] || missing+=("$LP_KERNEL_TARBALL")
 	[ -x "$LP_ROOT/opt/lp-sparse/usr/bin/sparse" ] || missing+=(/opt/lp-sparse/usr/bin/sparse)
 	[ ${#missing[@]} -eq 0 ] ||

@@ -1,0 +1,119 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# study_check.sh: what `make study-check` runs: render build/study/index.html
+# (make study's page) in a real headless browser, Debian's chromium, and
+# check the rendered DOM: one section per pattern of scripts/patterns.py,
+# both code panes of each non-empty. Leaves build/study/screenshot.png and
+# build/study/dom.html (what chromium rendered).
+#
+# chromium lives in its own small cached Debian root ($LP_CACHE/chromeroot,
+# made with mmdebstrap like litmus.sh's herd root), never in the toolchain
+# root (whose packages make the kernel's tools) nor on the host. It runs
+# there in a private mount namespace, headless, without its sandbox (it
+# runs as root of that namespace), with nothing but build/study bound in.
+#
+# usage: scripts/study_check.sh   (make study first; make study-check does)
+# env:   STUDY_WIDTH, STUDY_HEIGHT: the screenshot's size (1500x2200)
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
+lp_need_root "$@"
+
+# Pins: where chromium comes from, and the fonts it draws with.
+CHROME_SUITE=$LP_SUITE
+CHROME_PACKAGES="chromium fonts-dejavu-core"
+
+chromeroot=$LP_CACHE/chromeroot
+study=$LP_OUT/study
+# Where build/study appears inside the chromium root.
+in_study=/lp/study
+width=${STUDY_WIDTH:-1500}
+height=${STUDY_HEIGHT:-2200}
+
+# The browser itself: /usr/bin/chromium is Debian's wrapper script, which
+# reads /proc/cpuinfo (mounted only in the namespace below).
+chrome_verify() {
+	[ -x "$chromeroot/usr/lib/chromium/chromium" ] &&
+		"${LP_ASROOT[@]}" chroot "$chromeroot" /usr/lib/chromium/chromium --version >/dev/null 2>&1
+}
+
+ensure_chromeroot() {
+	local stamp=$chromeroot/.lp-stamp want mirror
+	want=$(printf '%s\n' "$CHROME_SUITE" "$CHROME_PACKAGES" | sha256sum | cut -c1-16)
+	if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+		chrome_verify ||
+			lp_die "chromium root $chromeroot is stamped but chromium does not run in it: remove it and rerun"
+		return 0
+	fi
+	mirror=$(lp_mirror)
+	lp_say "creating the $CHROME_SUITE chromium root ($CHROME_PACKAGES) with mmdebstrap from $mirror (~2 min, ~870 MB)"
+	mkdir -p "$LP_CACHE"
+	touch "$LP_CACHE/.lockless-parity-cache"
+	rm -rf --one-file-system "$chromeroot" "$chromeroot.tmp"
+	# A private mount namespace (lp_mmdebstrap): none of mmdebstrap's
+	# mounts outlive it.
+	# shellcheck disable=SC2086
+	if ! lp_mmdebstrap "$chromeroot.tmp" --variant=apt --quiet \
+		--aptopt='Acquire::Check-Valid-Until "false"' \
+		--include="$(echo $CHROME_PACKAGES | tr ' ' ,)" \
+		"$CHROME_SUITE" "$chromeroot.tmp" "deb $mirror $CHROME_SUITE main"; then
+		rm -rf --one-file-system "$chromeroot.tmp"
+		lp_die "mmdebstrap of $CHROME_SUITE with $CHROME_PACKAGES failed: is $mirror reachable?"
+	fi
+	mv "$chromeroot.tmp" "$chromeroot"
+	chrome_verify || lp_die "chromium does not run in the fresh root $chromeroot"
+	printf '%s\n' "$want" >"$stamp"
+	lp_say "chromium root ready: $chromeroot ($(du -sh "$chromeroot" | cut -f1))"
+}
+
+if [ "${LP_STUDY_NS:-}" != 1 ]; then
+	[ -f "$study/index.html" ] ||
+		lp_die "no $study/index.html: run make study first (make study-check does)"
+	ensure_chromeroot
+	rm -f "$study/screenshot.png" "$study/dom.html"
+	t0=$SECONDS
+	# Re-enter in a private mount namespace: the mounts below vanish with
+	# its last process, on success, error, Ctrl-C or kill -9.
+	"${LP_UNSHARE[@]}" -- env LP_STUDY_NS=1 "$0" "$@"
+	lp_say "chromium rendered the page twice in $((SECONDS - t0)) s"
+	# The judge: the rendered DOM against the patterns (inside the
+	# toolchain root, whose python3 runs every other generator).
+	"$LP_REPO/scripts/inroot.sh" "python3 scripts/study.py --check build/study/dom.html"
+	exit
+fi
+
+# ---------------------------------------------- inside the mount namespace
+mkdir -p "$chromeroot$in_study" "$chromeroot/dev" "$chromeroot/proc" "$chromeroot/tmp"
+if [ "$LP_USERNS" = 1 ]; then
+	mount --rbind /proc "$chromeroot/proc"
+else
+	mount -t proc proc "$chromeroot/proc"
+fi
+mount --rbind /dev "$chromeroot/dev"
+# chromium's shared memory: a tmpfs of its own, not the host's /dev/shm.
+mkdir -p "$chromeroot/dev/shm"
+mount -t tmpfs -o size=512m tmpfs "$chromeroot/dev/shm"
+mount -t tmpfs tmpfs "$chromeroot/tmp"
+mount --bind "$study" "$chromeroot$in_study"
+
+chrome() {
+	# --no-sandbox: we are root here, which chromium's sandbox refuses;
+	# the page is our own static file, with no script, read from disk.
+	timeout --foreground 120 chroot "$chromeroot" /usr/bin/env -i \
+		PATH=/usr/bin:/bin HOME=/tmp LANG=C.UTF-8 \
+		/usr/bin/chromium --headless --no-sandbox --disable-gpu \
+		--disable-dev-shm-usage --no-first-run --no-default-browser-check \
+		--disable-extensions --disable-background-networking \
+		--hide-scrollbars --force-device-scale-factor=1 \
+		--user-data-dir=/tmp/profile "$@"
+}
+
+log=$study/chromium.log
+: >"$log"
+chrome --dump-dom "file://$in_study/index.html" >"$study/dom.html" 2>>"$log" ||
+	lp_die "chromium --dump-dom failed (exit $?); its messages: $log"
+chrome --window-size="$width,$height" --screenshot="$in_study/screenshot.png" \
+	"file://$in_study/index.html" >>"$log" 2>&1 ||
+	lp_die "chromium --screenshot failed (exit $?); its messages: $log"
+[ -s "$study/screenshot.png" ] || lp_die "chromium wrote no screenshot; its messages: $log"
+[ -s "$study/dom.html" ] || lp_die "chromium dumped no DOM; its messages: $log"
