@@ -7,7 +7,7 @@
 # PRESET=full, 900 for bench, 600 otherwise), ICOUNT=1 (bench: QEMU's
 # -icount shift=0,sleep=off, one vCPU unless SMP says otherwise, logs in
 # build/guest-KIND/bench-icount/), SMP (default 4), MEM (default
-# 2G), PRESET (quick or full: the driver's sizes, see lockless_test.c),
+# 2G), PRESET (quick or full: the driver's sizes, see lockless_test.h),
 # TESTS (a glob: only the driver tests it matches, no KUnit, demo or bench
 # smoke), KUNIT=1 (with TESTS: the kernel's KUnit suites still run), RACE_PUTS and CHAIN_DEPTH (override one size of the preset),
 # FUZZ_SEED (replay one differential-fuzz stream), FUZZ_STREAMS, FUZZ_STEPS,
