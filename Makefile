@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # lockless-parity: the front door. `make help` lists what you can do.
 #
 # Everything runs inside a Debian toolchain root kept in $(LP_CACHE), as

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # bench.sh: what `make bench` runs.
 #
 # Builds (once each) two performance kernels, allnoconfig + base.config +

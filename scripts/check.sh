@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # check.sh: what `make check` (and, with PRESET=full, `make soak`) runs.
 # Bootstraps whatever is missing (toolchain root, debug kernel), builds both
 # modules and the guest, boots it once under QEMU for the driver, the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # demo.sh: what `make demo` runs. Bootstraps, boots the guest, loads both
 # modules, prints what each answered side by side, unloads both. Fails
 # when the two modules answered a row's script differently.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # distclean.sh: remove the cache (toolchain root, kernel sources and builds).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"

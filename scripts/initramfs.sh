@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # initramfs.sh [KIND]: build the static guest programs and pack the guest:
 # busybox-static, both modules, the test driver, the demo, the bench and
 # /init.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # inroot.sh: run one command inside the toolchain root, with /proc, /dev,
 # the repo (/lp/src) and the cache (/lp/cache) mounted.
 #

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # judge.sh MODE [KIND]: judge the guest run build/guest-KIND/MODE (with
 # ICOUNT=1, MODE-icount) with scripts/judge.py and the kernel's KTAP
 # parser; writes results/guest.counts (check) or

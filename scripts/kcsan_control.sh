@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # kcsan_control.sh: what `make kcsan-control` runs. KCSAN's negative
 # control: boots the KCSAN kernel (kernel-config/kcsan.config) with both
 # modules loaded racy_control=1, runs RUN RACY_INC (a plain, unlocked

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # kernel.sh KIND: build (once per config hash) the guest kernel of KIND
 # ("debug" for make check) from the root's Debian source tarball.
 #

@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# SPDX-License-Identifier: GPL-2.0
 # Common helpers for scripts/*.sh: paths, messages, the pinned facts.
 # Sourced, never run.
 

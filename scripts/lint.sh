@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # lint.sh [KIND]: checkpatch --strict on every C file and patch of ours,
 # sparse (Kbuild C=2) on the C module, rustfmt --check and clippy (Kbuild
 # CLIPPY=1) on the Rust module.

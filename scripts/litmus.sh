@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # litmus.sh: check every shared-tests/litmus/*.litmus with herd7 against the
 # kernel's own memory model (tools/memory-model of the pinned kernel) and judge
 # each result against the "Result:" line of the test's header comment.

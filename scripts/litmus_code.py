@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
 """litmus_code.py: check that the litmus tests are about our code.
 
 Each shared-tests/litmus/*.litmus header has a "Code:" section naming, for

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # modules.sh [KIND] [-g]: build lockless_c.ko, lockless_rust.ko and the
 # kmemleak control lp_kmemleak_control.ko out of tree against kernel KIND
 # (default debug) with Kbuild and LLVM=1.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # mutants.sh [NAME...]: make mutants, the suite's negative controls: apply
 # each deliberate bug of shared-tests/mutants/*.patch to a scratch copy of
 # the checkout, build it, boot it with only the tests that must catch it,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # qemu.sh MODE [KIND]: boot the guest of KIND (default debug) in QEMU with
 # /init in lp.mode=MODE (check, demo, bench, shell); serial logs go to
 # build/guest-KIND/MODE/. TCG by default, ACCEL=kvm opt-in.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # toolchain.sh: make (once) and verify the Debian toolchain root that every
 # build and QEMU run executes in. The host needs only mmdebstrap (and, to
 # run without root, uidmap and subordinate ids: see lp_mmdebstrap).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
 # init.sh: the guest's /init. Loads both modules, runs what lp.mode= on the
 # kernel command line asks for, checks for leaks, unloads, powers off.
 #
