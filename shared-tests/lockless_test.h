@@ -136,11 +136,13 @@ static void __attribute__((constructor)) read_sizes(void)
 #define LPU_RACER_PAUSE_US	5000
 /*
  * Most rounds of race_puts the in-kernel race runs until it has seen every
- * interleaving it checks for. LOCKLESS's get-to-put window is a few
- * instructions wide: a round of 10^4 final puts gave it 3 to 11 racer
- * final puts on a quiet host, and none at all in one CI run.
+ * interleaving it checks for (in practice one: the slow phase below makes
+ * the rarest of them, a racer's final put, near certain).
  */
 #define LPU_RACE_ROUNDS		8
+/* Most ioctl-made children of one creator's slow phase, and their hold. */
+#define LPU_SLOW_CHILDREN	1000
+#define LPU_SLOW_HOLD_US	200
 /* Random values per thread in the RMW tests. */
 #define LPU_RMW_VALUES		1000
 /*
