@@ -109,6 +109,40 @@ lp_mmdebstrap() {
 		>"$target/etc/apt/apt.conf.d/99lp-userns"
 }
 
+# lp_tool_root DIR SUITE PACKAGES VERIFY WHAT SIZE: a small cached Debian
+# root holding PACKAGES (space-separated) from SUITE, for a tool that runs
+# chrooted (herd7, chromium). Made with mmdebstrap unless DIR's stamp says
+# it holds exactly those; VERIFY, a command, must succeed in it afterwards.
+# WHAT names the tool in messages, SIZE is the hint printed while making it.
+lp_tool_root() {
+	local dir=$1 suite=$2 packages=$3 verify=$4 what=$5 size=$6
+	local stamp=$dir/.lp-stamp want mirror
+	want=$(printf '%s\n' "$suite" "$packages" | sha256sum | cut -c1-16)
+	if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+		"$verify" ||
+			lp_die "$what root $dir is stamped but $what does not run in it: remove it and rerun"
+		return 0
+	fi
+	mirror=$(lp_mirror)
+	lp_say "creating the $suite $what root ($packages) with mmdebstrap from $mirror ($size)"
+	mkdir -p "$LP_CACHE"
+	touch "$LP_CACHE/.lockless-parity-cache"
+	rm -rf --one-file-system "$dir" "$dir.tmp"
+	# A private mount namespace (lp_mmdebstrap): none of mmdebstrap's
+	# mounts outlive it.
+	if ! lp_mmdebstrap "$dir.tmp" --variant=apt --quiet \
+		--aptopt='Acquire::Check-Valid-Until "false"' \
+		--include="${packages// /,}" \
+		"$suite" "$dir.tmp" "deb $mirror $suite main"; then
+		rm -rf --one-file-system "$dir.tmp"
+		lp_die "mmdebstrap of $suite with $packages failed: is $mirror reachable, and does $suite still ship $packages?"
+	fi
+	mv "$dir.tmp" "$dir"
+	"$verify" || lp_die "$what does not run in the fresh root $dir"
+	printf '%s\n' "$want" >"$stamp"
+	lp_say "$what root ready: $dir ($(du -sh "$dir" | cut -f1))"
+}
+
 # lp_userns_host_check: what mmdebstrap --mode=unshare needs of the host.
 # A user cannot install it: say what an administrator must run, once.
 lp_userns_host_check() {

@@ -67,31 +67,8 @@ ensure_toolchain() {
 }
 
 ensure_herdroot() {
-	local stamp=$herdroot/.lp-stamp want mirror
-	want=$(printf '%s\n' "$HERD_SUITE" "$HERD_PACKAGE" | sha256sum | cut -c1-16)
-	if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-		herd_verify ||
-			lp_die "herd root $herdroot is stamped but herd7 does not run in it: remove it and rerun"
-		lp_say "herd root ok: $herdroot ($("${LP_ASROOT[@]}" chroot "$herdroot" /usr/bin/herd7 -version 2>/dev/null | head -n1))"
-		return 0
-	fi
-	mirror=$(lp_mirror)
-	lp_say "creating the $HERD_SUITE herd root ($HERD_PACKAGE) with mmdebstrap from $mirror (~30 s, ~360 MB)"
-	mkdir -p "$LP_CACHE"
-	rm -rf --one-file-system "$herdroot" "$herdroot.tmp"
-	# A private mount namespace (lp_mmdebstrap): none of mmdebstrap's
-	# mounts outlive it.
-	if ! lp_mmdebstrap "$herdroot.tmp" --variant=apt --quiet \
-		--aptopt='Acquire::Check-Valid-Until "false"' \
-		--include="$HERD_PACKAGE" \
-		"$HERD_SUITE" "$herdroot.tmp" "deb $mirror $HERD_SUITE main"; then
-		rm -rf --one-file-system "$herdroot.tmp"
-		lp_die "mmdebstrap of $HERD_SUITE with $HERD_PACKAGE failed: is $mirror reachable, and does $HERD_SUITE still ship $HERD_PACKAGE?"
-	fi
-	mv "$herdroot.tmp" "$herdroot"
-	herd_verify || lp_die "herd7 does not run in the fresh herd root $herdroot"
-	printf '%s\n' "$want" >"$stamp"
-	lp_say "herd root ready: $herdroot ($(du -sh "$herdroot" | cut -f1))"
+	lp_tool_root "$herdroot" "$HERD_SUITE" "$HERD_PACKAGE" herd_verify herd7 "~30 s, ~360 MB"
+	lp_say "herd root ok: $herdroot ($("${LP_ASROOT[@]}" chroot "$herdroot" /usr/bin/herd7 -version 2>/dev/null | head -n1))"
 }
 
 ensure_lkmm() {

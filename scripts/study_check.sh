@@ -38,32 +38,7 @@ chrome_verify() {
 }
 
 ensure_chromeroot() {
-	local stamp=$chromeroot/.lp-stamp want mirror
-	want=$(printf '%s\n' "$CHROME_SUITE" "$CHROME_PACKAGES" | sha256sum | cut -c1-16)
-	if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-		chrome_verify ||
-			lp_die "chromium root $chromeroot is stamped but chromium does not run in it: remove it and rerun"
-		return 0
-	fi
-	mirror=$(lp_mirror)
-	lp_say "creating the $CHROME_SUITE chromium root ($CHROME_PACKAGES) with mmdebstrap from $mirror (~2 min, ~870 MB)"
-	mkdir -p "$LP_CACHE"
-	touch "$LP_CACHE/.lockless-parity-cache"
-	rm -rf --one-file-system "$chromeroot" "$chromeroot.tmp"
-	# A private mount namespace (lp_mmdebstrap): none of mmdebstrap's
-	# mounts outlive it.
-	# shellcheck disable=SC2086
-	if ! lp_mmdebstrap "$chromeroot.tmp" --variant=apt --quiet \
-		--aptopt='Acquire::Check-Valid-Until "false"' \
-		--include="$(echo $CHROME_PACKAGES | tr ' ' ,)" \
-		"$CHROME_SUITE" "$chromeroot.tmp" "deb $mirror $CHROME_SUITE main"; then
-		rm -rf --one-file-system "$chromeroot.tmp"
-		lp_die "mmdebstrap of $CHROME_SUITE with $CHROME_PACKAGES failed: is $mirror reachable?"
-	fi
-	mv "$chromeroot.tmp" "$chromeroot"
-	chrome_verify || lp_die "chromium does not run in the fresh root $chromeroot"
-	printf '%s\n' "$want" >"$stamp"
-	lp_say "chromium root ready: $chromeroot ($(du -sh "$chromeroot" | cut -f1))"
+	lp_tool_root "$chromeroot" "$CHROME_SUITE" "$CHROME_PACKAGES" chrome_verify chromium "~2 min, ~870 MB"
 }
 
 if [ "${LP_STUDY_NS:-}" != 1 ]; then
