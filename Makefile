@@ -42,10 +42,11 @@ help:
 	@echo "make clean      remove project build outputs (build/, module objects)"
 	@echo "make distclean  clean, and remove the cache (toolchain root, kernel trees)"
 	@echo ""
-	@echo "Variables (README.md says more): TESTS=GLOB, PRESET=quick|full, SEED=N (make fuzz),"
-	@echo "  RACE_PUTS=N, CHAIN_DEPTH=N, FUZZ_STREAMS=N, FUZZ_STEPS=N, LP_CACHE=DIR (toolchain root"
-	@echo "  and kernels), KDIR=DIR (your own kernel tree), ACCEL=kvm, TIMEOUT=S, SMP=N, MEM=SIZE,"
-	@echo "  JOBS=N, BENCH_QUICK=1, KUNIT=1 (with TESTS=: KUnit too), MUTANT_BASELINE=quick|full|none,"
+	@echo "Variables (README.md says more): TESTS=GLOB, KIND=debug|kcsan|preempt, PRESET=quick|full,"
+	@echo "  SEED=N (make fuzz), RACE_PUTS=N, CHAIN_DEPTH=N, FUZZ_STREAMS=N, FUZZ_STEPS=N,"
+	@echo "  LP_CACHE=DIR (toolchain root and kernels), LP_MIRROR=URL (Debian mirror), KDIR=DIR (your"
+	@echo "  own kernel tree), ACCEL=kvm, TIMEOUT=S, SMP=N, MEM=SIZE, JOBS=N, BENCH_QUICK=1,"
+	@echo "  BENCH_MS=N, BENCH_REPS=N, KUNIT=1 (with TESTS=: KUnit too), MUTANT_BASELINE=quick|full|none,"
 	@echo "  MUTANT_TIMEOUT=S, MUTANT_KERNEL=1"
 
 check:
