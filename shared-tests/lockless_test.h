@@ -341,11 +341,24 @@ static __u64 module_live(int fd)
 	return id.live_gadgets;
 }
 
+/*
+ * Read once: glibc's sysconf() opens /sys/devices/system/cpu/online, and
+ * threads opening one sysfs file at once meet a race of the kernel's own
+ * (kernfs_iop_permission() rewrites the inode's i_mode while an RCU path
+ * walk reads it), which the KCSAN kernel reports and panics on.
+ */
 static int nr_cpus(void)
 {
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	static int cached;
+	int n = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+	long v;
 
-	return n < 1 ? 1 : (int)n;
+	if (n)
+		return n;
+	v = sysconf(_SC_NPROCESSORS_ONLN);
+	n = v < 1 ? 1 : (int)v;
+	__atomic_store_n(&cached, n, __ATOMIC_RELAXED);
+	return n;
 }
 
 static void pin_to_cpu(int cpu)
