@@ -65,6 +65,7 @@ struct lp_arena *lp_arena_new(void)
 	xa_init_flags(&arena->handles, XA_FLAGS_ALLOC1);
 	mutex_init(&arena->handles_lock);
 	spin_lock_init(&arena->max_lock);
+	spin_lock_init(&arena->racy_lock);
 	lp_txn_init(&arena->txn);
 	xa_init_flags(&arena->txn_handles, XA_FLAGS_ALLOC1);
 	mutex_init(&arena->txn_handles_lock);

@@ -793,6 +793,13 @@ static int lp_run_one(struct lp_arena *arena, struct lp_run *r,
 	case LP_OP_EMPTY:
 		return 1;
 	case LP_OP_RACY_INC:
+		if (r->value == 2) {
+			/* No race at all: plain, under the lock. */
+			spin_lock(&arena->racy_lock);
+			arena->racy_locked++;
+			spin_unlock(&arena->racy_lock);
+			return 1;
+		}
 		if (r->value) {
 			/* A race condition, not a data race: marked. */
 			WRITE_ONCE(arena->racy_marked,
@@ -837,7 +844,7 @@ static long lp_run(struct lp_arena *arena, void __user *argp)
 	/* @value: an RMW operand, an id, a TXN op's credits, or ignored. */
 	if (r.op == LP_OP_RACY_INC && !racy_control)
 		return -EOPNOTSUPP;
-	if (r.op == LP_OP_RACY_INC && r.value > 1)
+	if (r.op == LP_OP_RACY_INC && r.value > 2)
 		return -EINVAL;
 	if ((r.op >= LP_OP_COUNT && r.op != LP_OP_RACY_INC) ||
 	    (lp_op_is_rmw(r.op) && r.value > LP_RMW_VALUE_MAX) ||
@@ -886,11 +893,16 @@ static long lp_run(struct lp_arena *arena, void __user *argp)
 	}
 	r.elapsed_ns = ktime_get_ns() - start;
 	r.completed = completed;
-	if (r.op == LP_OP_RACY_INC && r.value)
+	if (r.op == LP_OP_RACY_INC && r.value == 2) {
+		spin_lock(&arena->racy_lock);
+		r.delta = arena->racy_locked;
+		spin_unlock(&arena->racy_lock);
+	} else if (r.op == LP_OP_RACY_INC && r.value) {
 		r.delta = READ_ONCE(arena->racy_marked);
-	else if (r.op == LP_OP_RACY_INC)
+	} else if (r.op == LP_OP_RACY_INC) {
 		/* Not the control: the increments are; KCSAN may skip this one. */
 		r.delta = data_race(arena->racy);
+	}
 	err = lp_write_back(argp, &r, sizeof(r));
 out:
 	if (t.started)

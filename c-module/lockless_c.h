@@ -188,7 +188,9 @@ struct lp_txn_entry {
  * @floor: private counter of the ATOMIC_FLOOR op
  * @racy: RACY_INC's counter, written with no lock and no marking on
  *	  purpose (KCSAN's negative control, module parameter racy_control)
- * @racy_marked: RACY_INC's other counter: no lock, marked accesses
+ * @racy_marked: RACY_INC's second counter: no lock, marked accesses
+ * @racy_locked: RACY_INC's third counter: plain accesses under @racy_lock
+ * @racy_lock: the lock of @racy_locked
  * @txn: the transaction (TXN ioctls and RUN ops)
  * @txn_handles: transaction handle -> struct lp_txn_entry, each entry
  *		 one update counted in &lp_txn.t_updates and holding the
@@ -223,6 +225,8 @@ struct lp_arena {
 	atomic_t floor;
 	unsigned int racy;
 	unsigned int racy_marked;
+	unsigned int racy_locked;
+	spinlock_t racy_lock;		/* @racy_locked */
 	struct lp_txn txn;
 	struct xarray txn_handles;
 	struct mutex txn_handles_lock;	/* lookup + get vs take */

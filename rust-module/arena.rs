@@ -131,8 +131,11 @@ pub(crate) struct Arena {
     pub(crate) floor: Atomic<i32>,
     /// RACY_INC's counter, written with no lock and no marking on purpose.
     pub(crate) racy: RacyCounter,
-    /// RACY_INC's other counter: no lock, marked (atomic) accesses.
+    /// RACY_INC's second counter: no lock, marked (atomic) accesses.
     pub(crate) racy_marked: Atomic<u32>,
+    /// RACY_INC's third counter: plain accesses under its lock.
+    #[pin]
+    pub(crate) racy_locked: SpinLock<u32>,
     /// jbd2's transaction (`struct lp_txn`).
     #[pin]
     pub(crate) txn: Txn,
@@ -249,6 +252,7 @@ impl Arena {
             floor: Atomic::new(0),
             racy: RacyCounter(UnsafeCell::new(0)),
             racy_marked: Atomic::new(0),
+            racy_locked <- new_spinlock!(0, "lp_arena.racy_lock"),
             txn <- Txn::init(),
             txn_handles <- new_mutex!(Handles::new(), "lp_arena.txn_handles_lock"),
         })

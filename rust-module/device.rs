@@ -468,6 +468,11 @@ fn lp_run_one(
         uapi::LP_OP_TXN_START_STOP => lp_run_txn_start_stop(t, r),
         uapi::LP_OP_TXN_EXTEND => lp_run_txn_extend(t, r),
         uapi::LP_OP_EMPTY => Ok(1),
+        uapi::LP_OP_RACY_INC if r.value == 2 => {
+            // No race at all: plain, under the lock.
+            *arena.racy_locked.lock() += 1;
+            Ok(1)
+        }
         uapi::LP_OP_RACY_INC if r.value != 0 => {
             // A race condition, not a data race: C's READ_ONCE()/WRITE_ONCE().
             let v = arena.racy_marked.load(Relaxed);
@@ -537,7 +542,7 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
     if r.op == uapi::LP_OP_RACY_INC && !racy_control() {
         return Err(EOPNOTSUPP);
     }
-    if r.op == uapi::LP_OP_RACY_INC && r.value > 1 {
+    if r.op == uapi::LP_OP_RACY_INC && r.value > 2 {
         return Err(EINVAL);
     }
     if (r.op >= uapi::LP_OP_COUNT && r.op != uapi::LP_OP_RACY_INC)
@@ -592,7 +597,9 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
     r.elapsed_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(0);
     r.completed = completed;
     if r.op == uapi::LP_OP_RACY_INC {
-        let v = if r.value != 0 {
+        let v = if r.value == 2 {
+            *arena.racy_locked.lock()
+        } else if r.value != 0 {
             arena.racy_marked.load(Relaxed)
         } else {
             // SAFETY: as the increments' (see `RacyCounter`); C's `data_race()`.

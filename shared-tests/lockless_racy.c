@@ -3,10 +3,11 @@
  * lockless_racy.c - KCSAN's negative control (make kcsan-control).
  *
  * With both modules loaded racy_control=1, runs RUN RACY_INC, an
- * unlocked counter increment in the kernel, from four threads sharing one
- * open file of each module, first with plain loads and stores, then with
- * marked ones, and prints how many increments were lost. Before each run
- * it writes "lockless_racy: DEVICE plain|marked" to the kernel log, so
+ * arena counter increment in the kernel, from four threads sharing one
+ * open file of each module: first with plain loads and stores and no lock,
+ * then with marked ones, then plain under a spinlock; and prints how many
+ * increments were lost. Before each run it writes
+ * "lockless_racy: DEVICE plain|marked|locked" to the kernel log, so
  * that each KCSAN report on the console falls under the run it came from.
  * KCSAN's report, or its absence, is the verdict; the lost count shows
  * that the race happened.
@@ -24,9 +25,11 @@
 #define RACY_THREADS	4
 #define RACY_ITERATIONS	200000ULL
 
+static const char *const racy_modes[] = { "plain", "marked", "locked" };
+
 struct racy {
 	int fd;
-	__u64 marked;
+	__u64 mode;
 	int err;
 };
 
@@ -36,7 +39,7 @@ static void *racy_thread(void *arg)
 	struct lp_run run = {
 		.op = LP_OP_RACY_INC,
 		.iterations = RACY_ITERATIONS,
-		.value = r->marked,
+		.value = r->mode,
 	};
 
 	if (ioctl(r->fd, LP_IOC_RUN, &run))
@@ -44,18 +47,18 @@ static void *racy_thread(void *arg)
 	return NULL;
 }
 
-static int racy_module(const char *path, __u64 marked)
+static int racy_module(const char *path, __u64 mode)
 {
 	struct racy r[RACY_THREADS];
 	pthread_t t[RACY_THREADS];
-	struct lp_run run = { .op = LP_OP_RACY_INC, .value = marked };
+	struct lp_run run = { .op = LP_OP_RACY_INC, .value = mode };
 	unsigned long long want = RACY_THREADS * RACY_ITERATIONS;
 	int fd, kmsg, i, err = 0;
 
 	kmsg = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
 	if (kmsg >= 0) {
 		dprintf(kmsg, "lockless_racy: %s %s\n", path,
-			marked ? "marked" : "plain");
+			racy_modes[mode]);
 		close(kmsg);
 	}
 	fd = open(path, O_RDWR | O_CLOEXEC);
@@ -65,7 +68,7 @@ static int racy_module(const char *path, __u64 marked)
 	}
 	for (i = 0; i < RACY_THREADS; i++) {
 		r[i].fd = fd;
-		r[i].marked = marked;
+		r[i].mode = mode;
 		r[i].err = 0;
 		pthread_create(&t[i], NULL, racy_thread, &r[i]);
 	}
@@ -82,19 +85,21 @@ static int racy_module(const char *path, __u64 marked)
 		return 1;
 	}
 	printf("%s: %d threads x %llu %s increments: counter %llu, %llu lost\n",
-	       path, RACY_THREADS, RACY_ITERATIONS, marked ? "marked" : "plain",
+	       path, RACY_THREADS, RACY_ITERATIONS, racy_modes[mode],
 	       (unsigned long long)run.delta, want - run.delta);
 	close(fd);
 	return 0;
 }
 
-/* Plain first, then marked: KCSAN must report only the plain ones. */
+/* Plain, marked, locked: KCSAN must report only the plain ones. */
 int main(void)
 {
-	int ret = racy_module(LP_DEV_C, 0);
+	__u64 mode;
+	int ret = 0;
 
-	ret |= racy_module(LP_DEV_RUST, 0);
-	ret |= racy_module(LP_DEV_C, 1);
-	ret |= racy_module(LP_DEV_RUST, 1);
+	for (mode = 0; mode < 3; mode++) {
+		ret |= racy_module(LP_DEV_C, mode);
+		ret |= racy_module(LP_DEV_RUST, mode);
+	}
 	return ret;
 }

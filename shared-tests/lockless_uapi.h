@@ -233,15 +233,16 @@ enum lp_op {
 	/*
 	 * Not part of the contract, outside 0..LP_OP_COUNT: KCSAN's negative
 	 * control. A RUN-only op whose every iteration increments an arena
-	 * counter without a lock, for threads sharing a file to race on: with
-	 * RUN value 0 by a plain, unmarked load and store, a data race; with
+	 * counter, for threads sharing a file to race on: with RUN value 0
+	 * by a plain, unmarked load and store and no lock, a data race; with
 	 * value 1 by a marked one (C: READ_ONCE()/WRITE_ONCE(), Rust: a
 	 * relaxed Atomic load and store), a race condition (updates are lost)
-	 * but no data race. Only a module loaded with racy_control=1 runs it
+	 * but no data race; with value 2 by a plain load and store under a
+	 * spinlock, neither. Only a module loaded with racy_control=1 runs it
 	 * (and sets its bit in lp_identify.ops); any other answers
 	 * -EOPNOTSUPP, whatever the value; one that runs it answers
-	 * -EINVAL for a value above 1. The RUN's @delta reports
-	 * the counter after the loop; no test of make check runs it.
+	 * -EINVAL for a value above 2. The RUN's @delta reports
+	 * the value's counter after the loop; no test of make check runs it.
 	 */
 	LP_OP_RACY_INC			= 63,
 };
@@ -546,7 +547,7 @@ struct lp_rmw {
  * Errors: -EFAULT, -EINVAL (reserved), -EOPNOTSUPP (RACY_INC in a module
  * loaded without racy_control), -EINVAL (unknown op, RMW operand above
  * LP_RMW_VALUE_MAX, TXN_EXTEND value 0 or above LP_TXN_CREDITS_MAX,
- * TXN_START_STOP value above LP_TXN_CREDITS_MAX, RACY_INC value above 1),
+ * TXN_START_STOP value above LP_TXN_CREDITS_MAX, RACY_INC value above 2),
  * -E2BIG, -EFAULT (read-only), -EBADF (GET_PUT, GET_PUT_REFCOUNT,
  * LOOKUP_PUT, NEW_PUT), -EOPNOTSUPP (LOOKUP_PUT or GET_PUT_REFCOUNT in a
  * flavor without it), then the loop's own: NEW_PUT's -EDQUOT and -ENOMEM
