@@ -5,9 +5,9 @@
 //! The crate root only declares the module. Each file mirrors one of
 //! `c-module/`: `device.rs` <-> `device.c` (misc device, ioctls),
 //! `gadget.rs` <-> `gadget.c` (the reference-counting flavors), `rmw.rs` <->
-//! `rmw.c` (the cmpxchg loops), `txn.rs` <-> `txn.c` (jbd2's transaction).
-//! `arena.rs` is the open file's arena and its handles, which C keeps in
-//! `device.c`. `rwsem.rs` and `rwlock.rs` are the `rw_semaphore` and `rwlock_t`
+//! `rmw.c` (the cmpxchg loops), `txn.rs` <-> `txn.c` (jbd2's transaction),
+//! `arena.rs` <-> `arena.c` (the open file's arena and its handles).
+//! `rwsem.rs` and `rwlock.rs` are the `rw_semaphore` and `rwlock_t`
 //! abstractions Rust-for-Linux 7.3 lacks, `waitqueue.rs` the wait queue jbd2's
 //! drain needs and `kernel::sync::CondVar` cannot express, and `uapi.rs` brings
 //! in the bindgen view of `shared-tests/lockless_uapi.h`.

@@ -20,7 +20,7 @@ LP_IN_WORK=/lp/cache
 lp_say() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 lp_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
-# Root or not (issue 16). As root, every step runs as it always has:
+# Root or not. As root, every step runs as it always has:
 # mmdebstrap, a private mount namespace, chroot. As an ordinary user, the
 # same steps run in an unprivileged user namespace in which the user is
 # root (`unshare --user --map-root-user`): uid 0 inside is the user

@@ -702,7 +702,7 @@ TEST_F(dev, run_rmw_ops_complete_and_leave_their_state)
 	EXPECT_EQ(20 - 5, run.delta);
 }
 
-/* ---- every error of the contract, and the arena still works after ---- */
+/* ---- errors, limits and edges of the contract ------------------------ */
 
 TEST_F(dev, bad_input_gets_the_documented_errno)
 {

@@ -448,9 +448,9 @@ static void *storm_thread(void *arg)
 	 * STAT between the GET and the PUT reads the count while the other
 	 * threads change it, and must see at least the two references held
 	 * meanwhile (the handle's own and this GET's). LOCKED's plain count
-	 * must be read under the lock it is written under (issue 12, item
-	 * 7); KCSAN (KIND=kcsan) watches for that, but samples: the full
-	 * preset's 4 x 1,000 STATs did not catch a read without the lock.
+	 * must be read under the lock it is written under; KCSAN (KIND=kcsan)
+	 * watches for that, but samples: the full preset's 4 x 1,000 STATs
+	 * did not catch a read without the lock.
 	 */
 	for (i = 0; i < sizes.storm_ioctls; i++) {
 		if (lpu_get(sh->fd, sh->handle, &h) ||
