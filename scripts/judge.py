@@ -216,7 +216,10 @@ def report_times(run, console):
     if kunit:
         steps.append(('  of which the KUnit suites', kunit[-1] - kunit[0]))
     for (t0, _), (t1, what) in zip(stamps, stamps[1:]):
-        steps.append((what.replace(' done', '').replace(' started', ''), t1 - t0))
+        # "X done" closes X; "X started" closes the setup before X.
+        if what.endswith(' started'):
+            what = 'setup before ' + what[:-len(' started')]
+        steps.append((what.replace(' done', ''), t1 - t0))
     if steps:
         print('guest steps (guest uptime, s): ' +
               ', '.join(f'{w} {t:.0f}' for w, t in steps))
