@@ -57,6 +57,7 @@ struct lp_arena *lp_arena_new(void)
 		return NULL;
 	atomic64_inc(&lp_live_arenas);
 	arena->flavor = LP_FLAVOR_LOCKED;
+	arena->registry_mode = LP_REGISTRY_LOCK;
 	arena->max_gadgets = LP_MAX_GADGETS;
 	init_rwsem(&arena->config_rwsem);
 	mutex_init(&arena->lock);
@@ -66,6 +67,7 @@ struct lp_arena *lp_arena_new(void)
 	mutex_init(&arena->handles_lock);
 	spin_lock_init(&arena->max_lock);
 	spin_lock_init(&arena->racy_lock);
+	spin_lock_init(&arena->atomic_ctx);
 	lp_txn_init(&arena->txn);
 	xa_init_flags(&arena->txn_handles, XA_FLAGS_ALLOC1);
 	mutex_init(&arena->txn_handles_lock);

@@ -48,10 +48,12 @@ static_assert(sizeof(struct lp_identify) ==
 	      LP_F(lp_identify, live_arenas) +
 	      LP_F(lp_identify, live_handles) +
 	      LP_F(lp_identify, txn_flavors) +
+	      LP_F(lp_identify, registries) +
 	      LP_F(lp_identify, reserved));
 static_assert(sizeof(struct lp_configure) ==
 	      LP_F(lp_configure, flavor) +
 	      LP_F(lp_configure, max_gadgets) +
+	      LP_F(lp_configure, registry) +
 	      LP_F(lp_configure, reserved));
 static_assert(sizeof(struct lp_new) ==
 	      LP_F(lp_new, parent) +
@@ -152,6 +154,7 @@ static_assert(sizeof(struct lp_txn_stat) ==
 
 #define LP_ALL_FLAVORS	((1u << LP_FLAVOR_COUNT) - 1)
 #define LP_ALL_TXN_FLAVORS	((1u << LP_TXN_FLAVOR_COUNT) - 1)
+#define LP_ALL_REGISTRIES	((1u << LP_REGISTRY_COUNT) - 1)
 #define LP_ALL_OPS	((1ull << LP_OP_COUNT) - 1)
 
 /* KCSAN's negative control, RUN RACY_INC: off unless loaded with it. */
@@ -245,6 +248,7 @@ static long lp_identify(void __user *argp)
 	id.abi_version = LP_ABI_VERSION;
 	id.flavors = LP_ALL_FLAVORS;
 	id.txn_flavors = LP_ALL_TXN_FLAVORS;
+	id.registries = LP_ALL_REGISTRIES;
 	id.ops = LP_ALL_OPS;
 	if (racy_control)
 		id.ops |= BIT_ULL(LP_OP_RACY_INC);
@@ -254,24 +258,42 @@ static long lp_identify(void __user *argp)
 	return lp_copy_out(argp, &id, sizeof(id));
 }
 
+/*
+ * CONFIGURE may be repeated until the first NEW. A TRYGET that read the
+ * registry mode RCU just before a CONFIGURE set it back to LOCK must not
+ * meet a gadget that LOCK mode frees at once: TRYGET reads the mode inside
+ * its read-side critical section, and such a CONFIGURE waits for a grace
+ * period before it lets a NEW in (it holds @config_rwsem, which NEW takes).
+ * A TRYGET that read LOCK in an RCU arena takes the registry's lock, which
+ * is safe in either mode.
+ */
 static long lp_configure(struct lp_arena *arena, void __user *argp)
 {
 	struct lp_configure c;
+	bool was_rcu;
 	int err;
 
 	err = lp_copy_in(c, argp);
 	if (err)
 		return err;
-	if (c.flavor >= LP_FLAVOR_COUNT || c.max_gadgets > LP_MAX_GADGETS)
+	if (c.flavor >= LP_FLAVOR_COUNT || c.max_gadgets > LP_MAX_GADGETS ||
+	    c.registry >= LP_REGISTRY_COUNT)
 		return -EINVAL;
+	/* LOCKED's count is a plain int under the arena mutex: no RCU mode. */
+	if (c.flavor == LP_FLAVOR_LOCKED && c.registry == LP_REGISTRY_RCU)
+		return -EOPNOTSUPP;
 
 	down_write(&arena->config_rwsem);
 	if (arena->configured) {
 		err = -EBUSY;
 	} else {
+		was_rcu = arena->registry_mode == LP_REGISTRY_RCU;
 		WRITE_ONCE(arena->flavor, c.flavor);
 		WRITE_ONCE(arena->max_gadgets,
 			   c.max_gadgets ? c.max_gadgets : LP_MAX_GADGETS);
+		WRITE_ONCE(arena->registry_mode, c.registry);
+		if (was_rcu && c.registry != LP_REGISTRY_RCU)
+			synchronize_rcu();
 	}
 	up_write(&arena->config_rwsem);
 	return err;
@@ -715,8 +737,10 @@ static int lp_run_txn_extend(struct lp_txn *txn, struct lp_run *r,
 static_assert((LP_RUN_CHECK_EVERY & (LP_RUN_CHECK_EVERY - 1)) == 0);
 
 /*
- * LOOKUP_PUT, TRYGET_PUT: get a gadget by id (@g's child, or the arena's)
- * and put it. Return: 1 completed, 0 gone (-ENOENT), or -errno.
+ * LOOKUP_PUT, TRYGET_PUT, TRYGET_ATOMIC_PUT: get a gadget by id (@g's
+ * child, or the arena's) and put it; TRYGET_ATOMIC_PUT's TRYGET runs
+ * under a spinlock, where CONFIG_DEBUG_ATOMIC_SLEEP catches a lock that
+ * may sleep. Return: 1 completed, 0 gone (-ENOENT), or -errno.
  */
 static int lp_run_get_put(struct lp_arena *arena, struct lp_run *r,
 			  struct lp_gadget *g)
@@ -724,10 +748,15 @@ static int lp_run_get_put(struct lp_arena *arena, struct lp_run *r,
 	struct lp_gadget *other;
 	int err;
 
-	if (r->op == LP_OP_LOOKUP_PUT)
+	if (r->op == LP_OP_LOOKUP_PUT) {
 		err = lp_gadget_lookup(g, lp_run_id(arena, r), &other);
-	else
+	} else if (r->op == LP_OP_TRYGET_ATOMIC_PUT) {
+		spin_lock(&arena->atomic_ctx);
 		err = lp_gadget_tryget(arena, lp_run_id(arena, r), &other);
+		spin_unlock(&arena->atomic_ctx);
+	} else {
+		err = lp_gadget_tryget(arena, lp_run_id(arena, r), &other);
+	}
 	if (err == -ENOENT)
 		return 0;
 	if (err)
@@ -775,6 +804,7 @@ static int lp_run_one(struct lp_arena *arena, struct lp_run *r,
 		return 1;
 	case LP_OP_LOOKUP_PUT:
 	case LP_OP_TRYGET_PUT:
+	case LP_OP_TRYGET_ATOMIC_PUT:
 		return lp_run_get_put(arena, r, g);
 	case LP_OP_NEW_PUT:
 		child = lp_gadget_new(arena, g);
@@ -864,11 +894,19 @@ static long lp_run(struct lp_arena *arena, void __user *argp)
 		if (err)
 			return err;
 	}
+	/*
+	 * TRYGET_ATOMIC_PUT has no handle to fix the flavor: hold off
+	 * CONFIGURE, so that an arena found not LOCKED stays so.
+	 */
+	if (r.op == LP_OP_TRYGET_ATOMIC_PUT)
+		down_read(&arena->config_rwsem);
 	if ((r.op == LP_OP_LOOKUP_PUT &&
 	     (READ_ONCE(arena->flavor) == LP_FLAVOR_LOCKED ||
 	      READ_ONCE(arena->flavor) == LP_FLAVOR_LOCKLESS)) ||
 	    (r.op == LP_OP_GET_PUT_REFCOUNT &&
-	     READ_ONCE(arena->flavor) != LP_FLAVOR_LOCKLESS)) {
+	     READ_ONCE(arena->flavor) != LP_FLAVOR_LOCKLESS) ||
+	    (r.op == LP_OP_TRYGET_ATOMIC_PUT &&
+	     READ_ONCE(arena->flavor) == LP_FLAVOR_LOCKED)) {
 		err = -EOPNOTSUPP;
 		goto out;
 	}
@@ -905,6 +943,8 @@ static long lp_run(struct lp_arena *arena, void __user *argp)
 	}
 	err = lp_write_back(argp, &r, sizeof(r));
 out:
+	if (r.op == LP_OP_TRYGET_ATOMIC_PUT)
+		up_read(&arena->config_rwsem);
 	if (t.started)
 		lp_txn_stop(&arena->txn, &t.h);
 	if (g)

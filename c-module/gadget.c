@@ -8,7 +8,9 @@
  * references to its children, and a child's count may only go from 1 to 0
  * under the lock of that list. The registry (id -> gadget) is a second,
  * kvm_debugfs_open()-style weak reference that is upgraded with
- * get-unless-zero under the registry xarray's own lock.
+ * get-unless-zero under the registry xarray's own lock (LOCK mode) or
+ * under rcu_read_lock() alone, the gadget freed after a grace period
+ * (RCU mode).
  *
  * Release never recurses: lp_gadget_put() drops the parent's reference in
  * a loop, so a chain of any depth is freed in constant stack.
@@ -17,6 +19,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/bug.h>
+#include <linux/rcupdate.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 
@@ -534,9 +537,13 @@ static bool lp_put_one(struct lp_gadget *g, struct lp_gadget **pin)
 /*
  * Free a gadget whose count reached zero: unregister it (after the count
  * reached zero, before the free, as kvm_destroy_vm() removes the debugfs
- * files; xa_erase() takes the registry's lock, which TRYGET holds while
- * it touches the gadget), then free it. The reference it held on its
- * parent is the caller's to drop.
+ * files; xa_erase() takes the registry's lock, which a LOCK-mode TRYGET
+ * holds while it touches the gadget), then free it: at once in LOCK mode,
+ * after a grace period in RCU mode, where a TRYGET that found the gadget
+ * before xa_erase() may still be reading its count (at zero: the
+ * get-unless-zero fails). kfree_rcu() frees an object of any slab cache;
+ * kmem_cache_destroy() waits for those in flight. The reference the gadget
+ * held on its parent is the caller's to drop.
  */
 static void lp_gadget_free(struct lp_gadget *g)
 {
@@ -551,7 +558,10 @@ static void lp_gadget_free(struct lp_gadget *g)
 	atomic64_fetch_inc_release(&arena->freed);
 	atomic_dec(&arena->nr_gadgets);
 	atomic64_dec(&lp_live_gadgets);
-	kmem_cache_free(lp_gadget_cache, g);
+	if (READ_ONCE(arena->registry_mode) == LP_REGISTRY_RCU)
+		kfree_rcu(g, rcu);
+	else
+		kmem_cache_free(lp_gadget_cache, g);
 }
 
 /**
@@ -682,6 +692,28 @@ int lp_gadget_lookup(struct lp_gadget *parent, u64 id,
 	return 0;
 }
 
+/*
+ * The get-unless-zero of a gadget found in the registry, in a flavor with
+ * an atomic count (not LOCKED): atomic_inc_not_zero() /
+ * kref_get_unless_zero(). The caller keeps the gadget allocated: the
+ * registry's lock or, in RCU mode, its read-side critical section.
+ */
+static bool lp_gadget_get_unless_zero(struct lp_gadget *g)
+{
+	switch (lp_flavor_of(g)) {
+	case LP_FLAVOR_LOCKLESS:
+	case LP_FLAVOR_WEAK_CMPXCHG:
+		return atomic_inc_not_zero(&g->refcnt);
+	default:
+		WARN_ONCE(1, "unknown flavor %u", lp_flavor_of(g));
+		fallthrough;
+	case LP_FLAVOR_KREF_MUTEX:
+	case LP_FLAVOR_KREF_LOCK:
+	case LP_FLAVOR_KREF_RWSEM:
+		return kref_get_unless_zero(&g->kref);
+	}
+}
+
 /**
  * lp_gadget_tryget() - get a gadget by id unless it is already dying
  * @arena: the arena
@@ -691,14 +723,26 @@ int lp_gadget_lookup(struct lp_gadget *parent, u64 id,
  * kvm_debugfs_open(): the registry entry is a weak reference that no put
  * fences, so the upgrade must fail once the count reached zero:
  * atomic_inc_not_zero() / kref_get_unless_zero() (LOCKED: a test of the
- * plain count under the arena mutex), under the registry's own lock, which
- * the release path's xa_erase() takes before it frees. One lock: LOCKED
- * takes its count's mutex too, first, as a mutex cannot nest in the
- * xarray's spinlock.
+ * plain count under the arena mutex).
  *
- * The flavor is fixed once a gadget exists; one read before the arena's
- * first NEW may be stale, so a LOCKED gadget found without the mutex held
- * sends the lookup round again.
+ * LOCK mode: under the registry's own lock, which the release path's
+ * xa_erase() takes before it frees. One lock: LOCKED takes its count's
+ * mutex too, first, as a mutex cannot nest in the xarray's spinlock. The
+ * flavor is fixed once a gadget exists; one read before the arena's first
+ * NEW may be stale, so a LOCKED gadget found without the mutex held sends
+ * the lookup round again.
+ *
+ * RCU mode: no lock at all, the lookup and the increment inside
+ * rcu_read_lock(); the release path frees after a grace period, so a
+ * gadget that xa_load() found stays allocated until rcu_read_unlock(),
+ * its count at zero if its release has begun: the increment fails then,
+ * as it does under the lock. The mode is read inside the critical section
+ * (see lp_configure()). The gadget cache is not SLAB_TYPESAFE_BY_RCU:
+ * with it, a gadget's memory could hold another gadget before the grace
+ * period ends, and the one found would have to be checked again (its id)
+ * after an increment ordered before that check
+ * (refcount_inc_not_zero_acquire()); kfree_rcu() instead costs a rcu_head
+ * per gadget and keeps freed memory for a grace period.
  *
  * Return: 0, or -ENOENT if no gadget has @id or its count reached zero.
  */
@@ -707,41 +751,37 @@ int lp_gadget_tryget(struct lp_arena *arena, u64 id, struct lp_gadget **g)
 	struct lp_gadget *found;
 	bool locked, got = false;
 
+	rcu_read_lock();
+	if (READ_ONCE(arena->registry_mode) == LP_REGISTRY_RCU) {
+		found = xa_load(&arena->registry, id);
+		got = found && lp_gadget_get_unless_zero(found);
+		rcu_read_unlock();
+		goto out;
+	}
+	rcu_read_unlock();
+
 again:
 	locked = READ_ONCE(arena->flavor) == LP_FLAVOR_LOCKED;
 	if (locked)
 		mutex_lock(&arena->lock);
 	xa_lock(&arena->registry);
 	found = xa_load(&arena->registry, id);
-	if (found) {
-		switch (lp_flavor_of(found)) {
-		case LP_FLAVOR_LOCKED:
-			if (!locked) {
-				xa_unlock(&arena->registry);
-				goto again;
-			}
-			got = found->count != 0;
-			if (got)
-				found->count++;
-			break;
-		case LP_FLAVOR_LOCKLESS:
-		case LP_FLAVOR_WEAK_CMPXCHG:
-			got = atomic_inc_not_zero(&found->refcnt);
-			break;
-		default:
-			WARN_ONCE(1, "unknown flavor %u", lp_flavor_of(found));
-			fallthrough;
-		case LP_FLAVOR_KREF_MUTEX:
-		case LP_FLAVOR_KREF_LOCK:
-		case LP_FLAVOR_KREF_RWSEM:
-			got = kref_get_unless_zero(&found->kref);
-			break;
+	if (found && lp_flavor_of(found) == LP_FLAVOR_LOCKED) {
+		if (!locked) {
+			xa_unlock(&arena->registry);
+			goto again;
 		}
+		got = found->count != 0;
+		if (got)
+			found->count++;
+	} else if (found) {
+		got = lp_gadget_get_unless_zero(found);
 	}
 	xa_unlock(&arena->registry);
 	if (locked)
 		mutex_unlock(&arena->lock);
 
+out:
 	if (!got)
 		return -ENOENT;
 	*g = found;

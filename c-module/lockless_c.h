@@ -49,6 +49,7 @@ struct lp_kids {
  * @node: entry in the owner's &lp_kids (parent's, or the arena's for roots)
  * @kids: this gadget's children (weak references)
  * @nr_children: live children; each holds a reference to this gadget
+ * @rcu: kfree_rcu()'s, in an arena whose registry is LP_REGISTRY_RCU
  */
 struct lp_gadget {
 	union {
@@ -62,6 +63,7 @@ struct lp_gadget {
 	struct list_head node;
 	struct lp_kids kids;
 	atomic_t nr_children;
+	struct rcu_head rcu;
 };
 
 /**
@@ -165,12 +167,15 @@ struct lp_txn_entry {
 /**
  * struct lp_arena - one open file of /dev/lockless_c
  * @flavor: enum lp_flavor, fixed by the first NEW
+ * @registry_mode: enum lp_registry, fixed with @flavor; TRYGET reads it
+ *		   inside rcu_read_lock() (see lp_configure())
  * @configured: a NEW has succeeded; @flavor can no longer change
  * @config_rwsem: CONFIGURE (write) against NEWs in flight (read)
  * @lock: the article v1 "gadgets_lock": LOCKED's counts
  * @roots: weak list of the root gadgets, fenced like a gadget's @kids
  * @registry: id -> gadget, for TRYGET; NEW reserves a slot before publishing;
- *	      its own lock keeps a gadget TRYGET found from being freed
+ *	      its own lock (LOCK mode) or a grace period before the free (RCU
+ *	      mode) keeps a gadget TRYGET found from being freed
  * @handles: handle -> gadget, each entry one strong reference; a reserved
  *	     (XA_ZERO_ENTRY) slot is a handle being created, read as none
  * @handles_lock: keeps a handle's gadget alive while a reference is taken
@@ -191,6 +196,8 @@ struct lp_txn_entry {
  * @racy_marked: RACY_INC's second counter: no lock, marked accesses
  * @racy_locked: RACY_INC's third counter: plain accesses under @racy_lock
  * @racy_lock: the lock of @racy_locked
+ * @atomic_ctx: held around TRYGET_ATOMIC_PUT's TRYGET, to run it in
+ *		atomic context
  * @txn: the transaction (TXN ioctls and RUN ops)
  * @txn_handles: transaction handle -> struct lp_txn_entry, each entry
  *		 one update counted in &lp_txn.t_updates and holding the
@@ -205,6 +212,7 @@ struct lp_txn_entry {
  */
 struct lp_arena {
 	u32 flavor;
+	u32 registry_mode;
 	bool configured;
 	struct rw_semaphore config_rwsem; /* @flavor, @configured */
 	struct mutex lock;		/* LOCKED counts */
@@ -227,6 +235,7 @@ struct lp_arena {
 	unsigned int racy_marked;
 	unsigned int racy_locked;
 	spinlock_t racy_lock;		/* @racy_locked */
+	spinlock_t atomic_ctx;		/* nothing: atomic context */
 	struct lp_txn txn;
 	struct xarray txn_handles;
 	struct mutex txn_handles_lock;	/* lookup + get vs take */

@@ -136,6 +136,9 @@ pub(crate) struct Arena {
     /// RACY_INC's third counter: plain accesses under its lock.
     #[pin]
     pub(crate) racy_locked: SpinLock<u32>,
+    /// Held around TRYGET_ATOMIC_PUT's TRYGET, to run it in atomic context.
+    #[pin]
+    pub(crate) atomic_ctx: SpinLock<()>,
     /// jbd2's transaction (`struct lp_txn`).
     #[pin]
     pub(crate) txn: Txn,
@@ -253,6 +256,7 @@ impl Arena {
             racy: RacyCounter(UnsafeCell::new(0)),
             racy_marked: Atomic::new(0),
             racy_locked <- new_spinlock!(0, "lp_arena.racy_lock"),
+            atomic_ctx <- new_spinlock!((), "lp_arena.atomic_ctx"),
             txn <- Txn::init(),
             txn_handles <- new_mutex!(Handles::new(), "lp_arena.txn_handles_lock"),
         })

@@ -29,7 +29,7 @@ use kernel::{
     prelude::*,
     sync::{
         atomic::{Acquire, Relaxed},
-        SpinLockIrq,
+        rcu, SpinLockIrq,
     },
     time::{Instant, Monotonic},
     transmute::{AsBytes, FromBytes},
@@ -47,6 +47,7 @@ use crate::{
 const ALL_FLAVORS: u32 = (1 << uapi::LP_FLAVOR_COUNT) - 1;
 const ALL_OPS: u64 = (1 << uapi::LP_OP_COUNT) - 1;
 const ALL_TXN_FLAVORS: u32 = (1 << uapi::LP_TXN_FLAVOR_COUNT) - 1;
+const ALL_REGISTRIES: u32 = (1 << uapi::LP_REGISTRY_COUNT) - 1;
 
 /// KCSAN's negative control, RUN RACY_INC: off unless loaded with it.
 fn racy_control() -> bool {
@@ -72,7 +73,8 @@ macro_rules! impl_reserved {
     ($($t:ty),* $(,)?) => {$(
         impl Reserved for $t {
             fn reserved_is_zero(&self) -> bool {
-                self.reserved.iter().all(|&r| r == 0)
+                // An array of `__u32`, or one (CONFIGURE's).
+                AsBytes::as_bytes(&self.reserved).iter().all(|&b| b == 0)
             }
         }
     )*};
@@ -169,6 +171,7 @@ fn lp_identify(arg: UserPtr) -> Result<isize> {
         live_arenas: LIVE_ARENAS.load(Relaxed) as u64,
         live_handles: LIVE_HANDLES.load(Relaxed) as u64,
         txn_flavors: ALL_TXN_FLAVORS,
+        registries: ALL_REGISTRIES,
         ..Default::default()
     };
     for (dst, src) in id.name.iter_mut().zip(c"lockless_rust".to_bytes()) {
@@ -177,15 +180,30 @@ fn lp_identify(arg: UserPtr) -> Result<isize> {
     copy_out(writer, &id)
 }
 
+/// `lp_configure()`. CONFIGURE may be repeated until the first NEW. A TRYGET
+/// that read the registry mode RCU just before a CONFIGURE set it back to LOCK
+/// must not meet a gadget that LOCK mode frees at once: TRYGET reads the mode
+/// inside its read-side critical section, and such a CONFIGURE waits for a grace
+/// period before it lets a NEW in (it holds `config`, which NEW takes). A TRYGET
+/// that read LOCK in an RCU arena takes the registry's lock, which is safe in
+/// either mode.
 fn lp_configure(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (c, _) = copy_in::<uapi::lp_configure>(arg)?;
-    if c.flavor >= uapi::LP_FLAVOR_COUNT || c.max_gadgets > uapi::LP_MAX_GADGETS {
+    if c.flavor >= uapi::LP_FLAVOR_COUNT
+        || c.max_gadgets > uapi::LP_MAX_GADGETS
+        || c.registry >= uapi::LP_REGISTRY_COUNT
+    {
         return Err(EINVAL);
+    }
+    // LOCKED's count is `LockedBy` the arena mutex: no RCU mode.
+    if c.flavor == uapi::LP_FLAVOR_LOCKED && c.registry == uapi::LP_REGISTRY_RCU {
+        return Err(EOPNOTSUPP);
     }
     let _config = arena.config.write();
     if arena.configured.load(Relaxed) {
         return Err(EBUSY);
     }
+    let was_rcu = arena.gadgets.registry_mode() == uapi::LP_REGISTRY_RCU;
     arena.gadgets.flavor.store(c.flavor, Relaxed);
     let max = if c.max_gadgets != 0 {
         c.max_gadgets
@@ -193,6 +211,10 @@ fn lp_configure(arena: &Arena, arg: UserPtr) -> Result<isize> {
         uapi::LP_MAX_GADGETS
     };
     arena.gadgets.max_gadgets.store(max, Relaxed);
+    arena.gadgets.registry_mode.store(c.registry, Relaxed);
+    if was_rcu && c.registry != uapi::LP_REGISTRY_RCU {
+        rcu::synchronize_rcu();
+    }
     Ok(0)
 }
 
@@ -398,6 +420,12 @@ impl Drop for RunTxn<'_> {
 fn lp_run_get_put(arena: &Arena, r: &uapi::lp_run, g: Option<&GadgetRef>) -> Result<u64> {
     let other = if r.op == uapi::LP_OP_LOOKUP_PUT {
         g.ok_or(EBADF)?.lookup(lp_run_id(arena, r))
+    } else if r.op == uapi::LP_OP_TRYGET_ATOMIC_PUT {
+        let atomic = arena.atomic_ctx.lock();
+        let other = gadget::tryget_any(&arena.gadgets, lp_run_id(arena, r));
+        drop(atomic);
+        // Its put, if unpublished, may sleep: out of atomic context.
+        other.and_then(gadget::published)
     } else {
         gadget::tryget(&arena.gadgets, lp_run_id(arena, r))
     };
@@ -453,7 +481,9 @@ fn lp_run_one(
             unsafe { gadget::put_refcount(gadget::get_refcount(g)) };
             Ok(1)
         }
-        uapi::LP_OP_LOOKUP_PUT | uapi::LP_OP_TRYGET_PUT => lp_run_get_put(arena, r, g),
+        uapi::LP_OP_LOOKUP_PUT | uapi::LP_OP_TRYGET_PUT | uapi::LP_OP_TRYGET_ATOMIC_PUT => {
+            lp_run_get_put(arena, r, g)
+        }
         uapi::LP_OP_NEW_PUT => {
             let child = Gadget::create(&arena.gadgets, Some(g.ok_or(EBADF)?))?;
             if gadget::put(child) == 0 {
@@ -565,9 +595,14 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
         | uapi::LP_OP_NEW_PUT => Some(arena.handle_get(r.handle)?),
         _ => None,
     };
+    // TRYGET_ATOMIC_PUT has no handle to fix the flavor: hold off CONFIGURE, so
+    // that an arena found not LOCKED stays so.
+    let _config = (r.op == uapi::LP_OP_TRYGET_ATOMIC_PUT).then(|| arena.config.read());
     if (r.op == uapi::LP_OP_LOOKUP_PUT && !gadget::flavor_has_kids(arena.gadgets.flavor()))
         || (r.op == uapi::LP_OP_GET_PUT_REFCOUNT
             && arena.gadgets.flavor() != uapi::LP_FLAVOR_LOCKLESS)
+        || (r.op == uapi::LP_OP_TRYGET_ATOMIC_PUT
+            && arena.gadgets.flavor() == uapi::LP_FLAVOR_LOCKED)
     {
         return Err(EOPNOTSUPP);
     }

@@ -9,7 +9,8 @@
 //! children, and a child's count may only go from 1 to 0 under the lock of
 //! that list. The registry (id -> gadget) is a second, `kvm_debugfs_open()`
 //! style weak reference that is upgraded with get-unless-zero under its own
-//! lock.
+//! lock (LOCK mode) or under the RCU read lock alone, the gadget freed after a
+//! grace period (RCU mode).
 //!
 //! A gadget is counted intrusively, the way Rust-for-Linux counts C objects:
 //! [`Gadget`] is [`AlwaysRefCounted`] and a strong reference is an
@@ -28,15 +29,16 @@
 use core::{mem::ManuallyDrop, pin::Pin, ptr::NonNull};
 use kernel::{
     ffi::c_void,
-    new_mutex, new_spinlock,
+    impl_has_rcu_head, new_mutex, new_spinlock,
     prelude::*,
     sync::{
         aref::{ARef, AlwaysRefCounted},
         atomic::{Acquire, Atomic, Full, Relaxed, Release},
+        rcu::{self, RcuHead},
         Arc, ArcBorrow, LockedBy, Mutex, Refcount, SpinLock,
     },
     types::ForeignOwnable,
-    xarray::{AllocKind, XArray},
+    xarray::{AllocKind, RcuForeignOwnable, XArray},
 };
 
 use crate::{
@@ -114,7 +116,12 @@ impl GadgetPtr {
     /// a count of it and uses the borrow for the decrement that gives the count
     /// up (or before), not after that call returns; or it holds the lock of a
     /// weak list or of the registry the gadget is in, as for
-    /// [`GadgetPtr::as_ref`].
+    /// [`GadgetPtr::as_ref`]; or the borrow ends inside an RCU read-side
+    /// critical section in which the caller found the gadget in an RCU-mode
+    /// registry: the release path unregisters it, then frees it only after a
+    /// grace period ([`KBox::drop_rcu`]). The gadget may be dropped meanwhile;
+    /// its `Refcount` stays valid, as an `Opaque` is for any bytes and it has no
+    /// destructor, and the drop's `&mut Gadget` claims no uniqueness over it.
     #[inline]
     unsafe fn refcnt<'a>(self) -> &'a Refcount {
         // SAFETY: The gadget is allocated (the caller's guarantee); the place
@@ -154,6 +161,11 @@ unsafe impl ForeignOwnable for GadgetPtr {
         unsafe { Self::from_foreign(ptr) }
     }
 }
+
+// SAFETY: A `GadgetPtr` owns nothing and its borrow is a copy of it: dropping
+// one invalidates no borrow. (What it points to is kept allocated for RCU
+// readers by the release path, see [`GadgetPtr::refcnt`].)
+unsafe impl RcuForeignOwnable for GadgetPtr {}
 
 /// A weak list of children and the lock that fences it (`struct lp_kids`).
 ///
@@ -207,14 +219,18 @@ pub(crate) struct Gadgets {
     /// `enum lp_flavor`, fixed by the arena's first NEW; only ever one of the
     /// `LP_FLAVOR_*` values (`lp_configure()` checks it).
     pub(crate) flavor: Atomic<u32>,
+    /// `enum lp_registry`, fixed with `flavor`; TRYGET reads it inside the RCU
+    /// read lock (see `lp_configure()`).
+    pub(crate) registry_mode: Atomic<u32>,
     /// The article v1 "gadgets_lock": LOCKED's counts.
     #[pin]
     lock: Mutex<GadgetsLock>,
     /// Weak list of the root gadgets, fenced like a gadget's children.
     #[pin]
     roots: Kids,
-    /// id -> gadget, for TRYGET; its own lock keeps a gadget TRYGET found from
-    /// being freed (the release path removes it under that lock first).
+    /// id -> gadget, for TRYGET; its own lock (LOCK mode) or a grace period
+    /// before the free (RCU mode) keeps a gadget TRYGET found from being freed
+    /// (the release path removes it under that lock first).
     #[pin]
     registry: XArray<GadgetPtr>,
     /// Last id handed out.
@@ -235,6 +251,7 @@ impl Gadgets {
     pub(crate) fn new() -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             flavor: Atomic::new(uapi::LP_FLAVOR_LOCKED),
+            registry_mode: Atomic::new(uapi::LP_REGISTRY_LOCK),
             lock <- new_mutex!(GadgetsLock { _not_zero_sized: 0 }, "lp_arena.lock"),
             roots <- Kids::new(),
             registry <- XArray::new(AllocKind::Alloc),
@@ -250,6 +267,12 @@ impl Gadgets {
     #[inline]
     pub(crate) fn flavor(&self) -> u32 {
         self.flavor.load(Relaxed)
+    }
+
+    /// The arena's `enum lp_registry`.
+    #[inline]
+    pub(crate) fn registry_mode(&self) -> u32 {
+        self.registry_mode.load(Relaxed)
     }
 }
 
@@ -333,10 +356,18 @@ pub(crate) struct Gadget {
     /// [`Gadget::publish`] ran: until then LOOKUP and TRYGET act as if the
     /// gadget were not on its list nor in the registry, and it is not counted.
     published: Atomic<bool>,
+    /// `kfree_rcu()`'s, in an arena whose registry is RCU.
+    rcu: RcuHead,
+}
+
+impl_has_rcu_head! {
+    impl HasRcuHead for Gadget { self.rcu }
 }
 
 // SAFETY: Every field is thread-safe but `gadgets`, only read (and `Gadgets` is
-// `Sync`), and `parent`, only taken by the releaser, alone (type invariants).
+// `Sync`), `parent`, only taken by the releaser, alone (type invariants), and
+// `rcu`, which nothing reads and only the free after a grace period writes,
+// once the gadget is dropped.
 unsafe impl Send for Gadget {}
 // SAFETY: As above.
 unsafe impl Sync for Gadget {}
@@ -431,6 +462,7 @@ impl Gadget {
             kids <- Kids::new(),
             nr_children: Atomic::new(0),
             published: Atomic::new(false),
+            rcu: RcuHead::new(),
         });
 
         let allocated = if flavor == uapi::LP_FLAVOR_LOCKLESS {
@@ -641,23 +673,40 @@ fn index(id: u64) -> Result<usize> {
     usize::try_from(id).map_err(|_| ENOENT)
 }
 
-/// `lp_gadget_tryget()`: gets a gadget by id unless it is already dying.
+/// `lp_gadget_tryget()`: TRYGET, [`tryget_any`] then [`published`].
+pub(crate) fn tryget(gadgets: &Gadgets, id: u64) -> Result<GadgetRef> {
+    published(tryget_any(gadgets, id)?)
+}
+
+/// `lp_gadget_tryget()` but the test of [`published`], which may put the gadget
+/// (a put may sleep): TRYGET_ATOMIC_PUT calls this in atomic context, and
+/// [`published`] after. A gadget returned may be unpublished only in LOCKLESS
+/// and in RCU mode, where the count is taken before the flag can be read.
 ///
 /// `kvm_debugfs_open()`: the registry entry is a weak reference that no put
 /// fences, so the upgrade must fail once the count reached zero:
 /// `Refcount::inc_not_zero()` (LOCKLESS: `Arc::from_raw_inc_not_zero()`; LOCKED:
-/// a test of the count under the arena mutex), under the registry's own lock,
-/// which the release path takes to unregister before it frees. One lock: LOCKED
-/// takes its count's mutex too, first, as a mutex cannot nest in the XArray's
-/// spinlock.
+/// a test of the count under the arena mutex).
 ///
-/// The flavor is fixed once a gadget exists; one read before the arena's first
-/// NEW may be stale, so a LOCKED gadget found without the mutex held sends the
-/// lookup round again.
+/// LOCK mode: under the registry's own lock, which the release path takes to
+/// unregister before it frees. One lock: LOCKED takes its count's mutex too,
+/// first, as a mutex cannot nest in the XArray's spinlock. The flavor is fixed
+/// once a gadget exists; one read before the arena's first NEW may be stale, so
+/// a LOCKED gadget found without the mutex held sends the lookup round again.
+///
+/// RCU mode ([`tryget_rcu`]): no lock at all. The mode is read inside the RCU
+/// read lock (see `lp_configure()`).
 ///
 /// Returns `ENOENT` if no gadget has `id` or its count reached zero.
-pub(crate) fn tryget(gadgets: &Gadgets, id: u64) -> Result<GadgetRef> {
+pub(crate) fn tryget_any(gadgets: &Gadgets, id: u64) -> Result<GadgetRef> {
     let i = index(id)?;
+    let rcu = rcu::read_lock();
+    if gadgets.registry_mode() == uapi::LP_REGISTRY_RCU {
+        let g = tryget_rcu(gadgets, &rcu, i);
+        drop(rcu);
+        return g.ok_or(ENOENT);
+    }
+    drop(rcu);
     loop {
         let mut state = (gadgets.flavor() == uapi::LP_FLAVOR_LOCKED).then(|| gadgets.lock.lock());
         let registry = gadgets.registry.lock();
@@ -692,14 +741,7 @@ pub(crate) fn tryget(gadgets: &Gadgets, id: u64) -> Result<GadgetRef> {
                 // The count `from_raw_inc_not_zero` took goes to the `ARef`.
                 core::mem::forget(arc);
                 // SAFETY: We own the count just taken.
-                let g = unsafe { ARef::from_raw(ptr.0) };
-                // Tested only now that we hold a reference: before, the gadget may be
-                // lent out as `Pin<&mut Gadget>` by `drop_with`. Unpublished, the NEW
-                // that made it still holds its own reference, so this put is not the
-                // last; it runs after the locks are dropped.
-                drop(registry);
-                drop(state);
-                return if g.is_published() { Ok(g) } else { Err(ENOENT) };
+                return Ok(unsafe { ARef::from_raw(ptr.0) });
             }
             flavor => {
                 unknown_flavor(flavor);
@@ -716,6 +758,50 @@ pub(crate) fn tryget(gadgets: &Gadgets, id: u64) -> Result<GadgetRef> {
         }
         // SAFETY: We took the count the new `ARef` owns.
         return Ok(unsafe { ARef::from_raw(ptr.0) });
+    }
+}
+
+/// [`tryget`] in RCU mode: the lookup ([`XArray::load`]) and the increment
+/// inside the RCU read lock, no lock taken. The release path unregisters a
+/// gadget under the registry lock, then frees it only after a grace period
+/// ([`Arc::drop_with_rcu`], [`KBox::drop_rcu`]), so a gadget found here stays
+/// allocated until `rcu` is dropped, its count at zero if its release has
+/// begun: the increment fails then, as it does under the lock. Only the count is
+/// touched before the increment succeeded: the gadget itself may be mid-drop,
+/// lent out as `Pin<&mut Gadget>` by the release path. LOCKED never gets here
+/// (`lp_configure()` refuses it an RCU registry). Returns the gadget with the
+/// count taken, not yet tested for [`published`].
+fn tryget_rcu(gadgets: &Gadgets, rcu: &rcu::Guard, i: usize) -> Option<GadgetRef> {
+    let ptr = gadgets.registry.load(rcu, i)?;
+    let got = if gadgets.flavor() == uapi::LP_FLAVOR_LOCKLESS {
+        // SAFETY: A LOCKLESS gadget lives in an `Arc`, whose pointer
+        // `allocation()` rebuilds. The allocation outlives `rcu`: the release path
+        // frees it with `Arc::drop_with_rcu`, after the gadget left the registry in
+        // which we found it, in this read-side critical section. No `UniqueArc` of a
+        // gadget is ever made.
+        let arc = unsafe { Arc::from_raw_inc_not_zero(ptr.allocation()) };
+        // The count `from_raw_inc_not_zero` took goes to the `ARef` below.
+        arc.map(core::mem::forget).is_some()
+    } else {
+        // SAFETY: We found the gadget in an RCU-mode registry within this read-side
+        // critical section, and the borrow ends in this statement, inside it.
+        unsafe { ptr.refcnt() }.inc_not_zero()
+    };
+    // SAFETY: We own the count just taken.
+    got.then(|| unsafe { ARef::from_raw(ptr.0) })
+}
+
+/// The gadget a TRYGET took a count of, unless it is not published yet, tested
+/// only once we hold the count (before, the gadget may be lent out as
+/// `Pin<&mut Gadget>` by its release path). An unpublished gadget's count is
+/// dropped again, outside any lock or atomic context: its NEW holds a
+/// reference of its own, or, if that NEW failed and let go first, this put
+/// releases it.
+pub(crate) fn published(g: GadgetRef) -> Result<GadgetRef> {
+    if g.is_published() {
+        Ok(g)
+    } else {
+        Err(ENOENT)
     }
 }
 
@@ -956,6 +1042,11 @@ unsafe fn put_kref_rwsem(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> bool {
 /// `Arc::from_raw_inc_not_zero()` reaches the count through raw projections,
 /// without a reference to the gadget or its `ArcInner`.
 ///
+/// In an RCU-mode arena the `Arc` frees with [`Arc::drop_with_rcu`]: the gadget
+/// is dropped at once, the memory, count included, after a grace period, for
+/// the TRYGETs that found it in the registry without a lock. Which of the two
+/// must be known before the decrement: the mode is read first, from the arena.
+///
 /// Returns the parent reference if this was the last reference (the gadget is
 /// freed), `None` inside `Some` for a root, `None` if the gadget lives on.
 ///
@@ -964,14 +1055,21 @@ unsafe fn put_kref_rwsem(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> bool {
 /// The caller owns a count of LOCKLESS gadget `g` and hands it over.
 #[inline]
 unsafe fn put_lockless(g: GadgetPtr) -> Option<Option<GadgetRef>> {
+    // SAFETY: We own a count; the borrow ends in this statement.
+    let rcu = unsafe { g.as_ref() }.gadgets().registry_mode() == uapi::LP_REGISTRY_RCU;
     // SAFETY: A LOCKLESS gadget lives in an `Arc` whose pointer `allocation()`
     // rebuilds; the count the caller hands over is this `Arc`'s.
     let a = unsafe { Arc::from_raw(g.allocation()) };
     let mut parent = None;
-    let freed = Arc::drop_with(a, |mut g| {
+    let release = |mut g: Pin<&mut Gadget>| {
         g.as_ref().get_ref().release();
         parent = g.as_mut().project().parent.take();
-    });
+    };
+    let freed = if rcu {
+        Arc::drop_with_rcu(a, release)
+    } else {
+        Arc::drop_with(a, release)
+    };
     freed.then_some(parent)
 }
 
@@ -1009,14 +1107,23 @@ unsafe fn put_one(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> Option<Option<Ga
     // other thread can take a count of it any more but through the registry.
     // SAFETY: We released the gadget, so nobody else frees it; the borrow ends
     // before the box is rebuilt.
-    unsafe { g.as_ref() }.release();
+    let gr = unsafe { g.as_ref() };
+    gr.release();
+    let rcu = gr.gadgets().registry_mode() == uapi::LP_REGISTRY_RCU;
     // SAFETY: The gadget lives in a pinned `KBox` (not LOCKLESS), whose pointer
     // `allocation()` rebuilds. `release()` took it out of the registry, the last
     // place another thread could find it, under the registry lock: no other
     // reference to it exists, so the box may borrow it mutably to drop it (in
-    // place, it was pinned) and free it.
+    // place, it was pinned) and free it. In RCU mode a TRYGET that found it
+    // before may still hold a borrow of its `refcnt` (see `GadgetPtr::refcnt`):
+    // a `Refcount`, an `Opaque`, over which the box's `&mut Gadget` claims no
+    // uniqueness, and which `KBox::drop_rcu` keeps allocated for a grace period.
     let mut b = unsafe { Pin::new_unchecked(KBox::from_raw(g.allocation())) };
-    Some(b.as_mut().project().parent.take())
+    let parent = b.as_mut().project().parent.take();
+    if rcu {
+        KBox::drop_rcu(b);
+    }
+    Some(parent)
 }
 
 /// `lp_gadget_put()`: drops one reference, releasing what reaches zero.

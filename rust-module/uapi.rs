@@ -58,11 +58,13 @@ no_padding!(
         live_arenas,
         live_handles,
         txn_flavors,
+        registries,
         reserved
     },
     lp_configure {
         flavor,
         max_gadgets,
+        registry,
         reserved
     },
     lp_new {

@@ -102,8 +102,11 @@ def functions_of(row):
     if op == 'LOOKUP_PUT':
         return ['lp_gadget_lookup'], ['<' + RG + 'Gadget>::lookup',
                                       RG + 'upgrade']
+    if op == 'TRYGET_PUT' and flavor.endswith('+RCU'):
+        return (['lp_gadget_tryget', 'lp_gadget_get_unless_zero'],
+                [RG + 'tryget', RG + 'tryget_any', RG + 'tryget_rcu'])
     if op == 'TRYGET_PUT':
-        return ['lp_gadget_tryget'], [RG + 'tryget']
+        return ['lp_gadget_tryget'], [RG + 'tryget', RG + 'tryget_any']
     if op.lower() in RMW:
         return ['lp_' + op.lower()], [RR + op.lower()]
     if op in TXN:
@@ -457,11 +460,14 @@ COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd',
 
 def baseline_of(label, labels):
     """The locked row a contention row is measured against, or None:
-    the flavor LOCKED of GET_PUT and TRYGET_PUT, MAX_LOCKED for the
-    lock-free MAX loops, the transaction spinlock's flavor (jbd2 before
-    the patch) for TXN_ATOMIC."""
+    the flavor LOCKED of GET_PUT and TRYGET_PUT, the same flavor's
+    LOCK-mode row for an RCU-registry TRYGET_PUT (FLAVOR+RCU), MAX_LOCKED
+    for the lock-free MAX loops, the transaction spinlock's flavor (jbd2
+    before the patch) for TXN_ATOMIC."""
     op, _, flavor = label.partition('/')
-    if op in ('GET_PUT', 'TRYGET_PUT') and flavor != 'LOCKED':
+    if op == 'TRYGET_PUT' and flavor.endswith('+RCU'):
+        base = op + '/' + flavor[:-len('+RCU')]
+    elif op in ('GET_PUT', 'TRYGET_PUT') and flavor != 'LOCKED':
         base = op + '/LOCKED'
     elif op in ('MAX_CMPXCHG', 'MAX_JBD2'):
         base = 'MAX_LOCKED'

@@ -26,7 +26,8 @@ to which token) is the VOCABULARY section below and README.md of the
 litmus directory.  Tokens in [brackets] in a header are on another
 flavor's branch of the same function: they must be in the source all the
 same (the list is the whole function's), the brackets tell the reader the
-model leaves them out.
+model leaves them out.  The same holds for another registry mode's branch
+(LOCK or RCU, see tryget-rcu.litmus).
 
 The body.  Each Code: operation of process Pn must also be in Pn's C
 body in the litmus test, in the same order: a subsequence (the body may
@@ -156,6 +157,17 @@ C_CALLS = {
     # xa_erase() takes the xarray's own lock around the erase.
     "xa_erase": [("lock", None, 0), ("erase", None, 0), ("unlock", None, 0)],
     "xa_store": [("store_entry", None, 0)],
+    # RCU: xa_load() reads the slot with rcu_dereference(); kfree_rcu()
+    # frees after a grace period, which a model writes synchronize_rcu()
+    # before the free's stores.
+    "xa_load": [("read", "once", 0)],
+    "rcu_read_lock": [("rcu_read_lock", None, None)],
+    "rcu_read_unlock": [("rcu_read_unlock", None, None)],
+    "synchronize_rcu": [("synchronize_rcu", None, None)],
+    "kfree_rcu": [("synchronize_rcu", None, None)],
+    # Ours: the get-unless-zero of TRYGET, atomic_inc_not_zero() or
+    # kref_get_unless_zero() by flavor (its own Code: entry has both).
+    "lp_gadget_get_unless_zero": [("inc_not_zero", "relaxed", 0)],
     "list_del": [("unlink", None, None)],
     # Ours: lp_kids_lock() takes the lock of the flavor's weak list.
     "lp_kids_lock": [("lock", None, 0)],
@@ -193,6 +205,9 @@ RUST_PATHS = {
     # From<ArcBorrow> for Arc: a clone of the borrowed Arc (refcount_inc()).
     "Arc::from": [("add", "relaxed", 0)],
     "Arc::drop_with": [("fetch_sub", REL_ACQ, 0)],
+    # Patches 0009/0010: the free after a grace period (see kfree_rcu).
+    "Arc::drop_with_rcu": [("fetch_sub", REL_ACQ, 0), ("synchronize_rcu", None, None)],
+    "KBox::drop_rcu": [("synchronize_rcu", None, None)],
     "Arc::from_raw_inc_not_zero": [("inc_not_zero", "relaxed", 0)],
     "core::ptr::read_volatile": [("read", "once", 0)],
     "list_remove": [("unlink", None, None)],
@@ -828,6 +843,10 @@ def extract_rust(body, names=None):
         # A fallible lock's `?` yields the guard: the binding takes that.
         end = m.end() + 1 if body[m.end():m.end() + 1] == "?" else m.end()
         calls[m.start()] = (end, tok("unlock_read" if how == "read" else "unlock", None, nm))
+    # The RCU read lock's guard (patch 0011's XArray::load takes it).
+    for m in re.finditer(r"(?<![\w:])rcu::read_lock\(\)", body):
+        events.append((m.start(), 0, 0, tok("rcu_read_lock", None, None)))
+        calls[m.start()] = (m.end(), tok("rcu_read_unlock", None, None))
     for m in re.finditer(r"\.dec_and_lock\(", body):
         pos, paren = m.start(), m.end() - 1
         close = match_close(body, paren, "(", ")")
@@ -848,6 +867,8 @@ def extract_rust(body, names=None):
         kind, order = RUST_METHODS[name]
         if order == "arg":
             order = RUST_ORDER.get(args[-1] if args else "", "?")
+            if name == "load" and order == "?" and len(args) == 2:
+                order = "once"      # XArray::load(&rcu::Guard, i): xa_load()
         events.append((m.start(), 0, 0, tok(kind, order, receiver(body, m.start()))))
     for path, spec in RUST_PATHS.items():
         for m in re.finditer(r"(?<![\w:])%s\(" % re.escape(path), body):
@@ -923,6 +944,8 @@ SELFTEST = [
      "lock_read(rw) read.once(rc) set.once(x) unlock_read(rw)"),
     ("let mut w = rw.write(); w.f = 1; drop(w); x.store(1, Relaxed);",
      "lock(rw) unlock(rw) set.once(x)"),
+    ("let g = rcu::read_lock(); let p = xa.load(&g, i); drop(g); x.store(1, Relaxed);",
+     "rcu_read_lock read.once(xa) rcu_read_unlock set.once(x)"),
 ]
 
 
@@ -1054,6 +1077,10 @@ BODY_CALLS = {
     "spin_lock": [("lock", None, 0)], "spin_unlock": [("unlock", None, 0)],
     "spin_trylock": [("trylock", None, 0)],
     "barrier": [("barrier", None, None)],
+    "rcu_read_lock": [("rcu_read_lock", None, None)],
+    "rcu_read_unlock": [("rcu_read_unlock", None, None)],
+    "synchronize_rcu": [("synchronize_rcu", None, None)],
+    "rcu_dereference": [("read", "once", 0)],
 }
 C_KEYWORDS = {"if", "while", "for", "switch", "return", "sizeof"}
 

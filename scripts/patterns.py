@@ -137,8 +137,15 @@ PATTERNS = [
       'No put fences the registry: the upgrade must fail once the count '
       'reached zero, under the registry\'s lock.',
       [C_G + 'lp_gadget_tryget'],
-      [R_G + 'tryget'],
+      [R_G + 'tryget', R_G + 'tryget_any'],
       demo=['TRYGET_PUT'], bench=['TRYGET_PUT/']),
+    P('tryget-rcu', 'refcount', 'TRYGET with an RCU registry: get-unless-zero under no lock',
+      'rcu_read_lock(), xa_load() and the get-unless-zero, no lock taken; the '
+      'release path unregisters under the lock and frees after a grace period, '
+      'so TRYGET runs in atomic context.',
+      [C_G + 'lp_gadget_tryget', C_G + 'lp_gadget_get_unless_zero', C_G + 'lp_gadget_free'],
+      [R_G + 'tryget_any', R_G + 'tryget_rcu', R_G + 'put_lockless', R_G + 'put_one'],
+      demo=['TRYGET_ATOMIC_PUT']),
     P('new', 'refcount', 'NEW: publish a gadget',
       'A gadget is counted, linked and registered before anyone may find it.',
       [C_G + 'lp_gadget_new', C_G + 'lp_gadget_publish'],

@@ -103,20 +103,26 @@ struct bi_table {
 
 static const struct bi_fault bi_identify[] = {
 	BI_NULLP, BI_ROP,
-	BI_U32("reserved", EINVAL, offsetof(struct lp_identify, reserved[2]),
+	BI_U32("reserved", EINVAL, offsetof(struct lp_identify, reserved[1]),
 	       1),
 	BI_END
 };
 
 static const struct bi_fault bi_configure[] = {
 	BI_NULLP,
-	BI_U32("reserved", EINVAL, offsetof(struct lp_configure, reserved[1]),
-	       1),
+	BI_U32("reserved", EINVAL, offsetof(struct lp_configure, reserved), 1),
 	BI_U32("flavor COUNT", EINVAL, offsetof(struct lp_configure, flavor),
 	       LP_FLAVOR_COUNT),
 	BI_U32("flavor ~0", EINVAL, offsetof(struct lp_configure, flavor), ~0u),
 	BI_U32("max_gadgets MAX+1", EINVAL,
 	       offsetof(struct lp_configure, max_gadgets), LP_MAX_GADGETS + 1),
+	BI_U32("registry COUNT", EINVAL,
+	       offsetof(struct lp_configure, registry), LP_REGISTRY_COUNT),
+	BI_U32("registry ~0", EINVAL, offsetof(struct lp_configure, registry),
+	       ~0u),
+	/* The base asks for an RCU registry, which LOCKED has not. */
+	BI_U32("flavor LOCKED", EOPNOTSUPP,
+	       offsetof(struct lp_configure, flavor), LP_FLAVOR_LOCKED),
 	BI_STATE("configured", EBUSY, 0, BI_FRESH),
 	BI_END
 };
@@ -210,6 +216,7 @@ static const struct bi_fault bi_rmw[] = {
 	BI_RMW_OP("op TXN_EXTEND", LP_OP_TXN_EXTEND),
 	BI_RMW_OP("op EMPTY", LP_OP_EMPTY),
 	BI_RMW_OP("op GET_PUT_REFCOUNT", LP_OP_GET_PUT_REFCOUNT),
+	BI_RMW_OP("op TRYGET_ATOMIC_PUT", LP_OP_TRYGET_ATOMIC_PUT),
 	BI_RMW_OP("op COUNT", LP_OP_COUNT),
 	BI_RMW_OP("op 62", 62),
 	BI_RMW_OP("op RACY_INC", LP_OP_RACY_INC),
@@ -252,6 +259,8 @@ static const struct bi_fault bi_run[] = {
 		     BI_OP(LP_OP_LOOKUP_PUT)),
 	BI_RUN_STATE("not LOCKLESS", EOPNOTSUPP, 0, BI_LOCKLESS,
 		     BI_OP(LP_OP_GET_PUT_REFCOUNT)),
+	BI_RUN_STATE("LOCKED", EOPNOTSUPP, BI_NOKIDS, 0,
+		     BI_OP(LP_OP_TRYGET_ATOMIC_PUT)),
 	BI_RUN_STATE("gadget limit", EDQUOT, BI_QUOTA, 0,
 		     BI_OP(LP_OP_NEW_PUT)),
 	BI_RUN_UNKNOWN("op COUNT", LP_OP_COUNT),
@@ -417,6 +426,7 @@ static void bi_base(struct bi_call *c, unsigned int ti, __u32 op,
 	case BI_T_CONFIGURE:
 		c->state = BI_FRESH;
 		((struct lp_configure *)c->arg)->flavor = LP_FLAVOR_KREF_MUTEX;
+		((struct lp_configure *)c->arg)->registry = LP_REGISTRY_RCU;
 		break;
 	case 2:
 		((struct lp_new *)c->arg)->parent = BI_ROOT;
@@ -449,7 +459,8 @@ static void bi_base(struct bi_call *c, unsigned int ti, __u32 op,
 		r->iterations = 1;
 		if (BI_OP(op) & BI_HANDLE_OPS)
 			r->handle = BI_ROOT;
-		if (op == LP_OP_LOOKUP_PUT || op == LP_OP_TRYGET_PUT)
+		if (op == LP_OP_LOOKUP_PUT || op == LP_OP_TRYGET_PUT ||
+		    op == LP_OP_TRYGET_ATOMIC_PUT)
 			r->value = BI_CHILD;
 		else if (op == LP_OP_TXN_EXTEND || op <= LP_OP_READ)
 			r->value = 1;

@@ -109,6 +109,7 @@ static struct bench_dev devs[BENCH_NR_DEVS] = {
  *	    for a @txn row, the transaction's enum lp_txn_flavor
  * @private: an open file per thread, else one for all threads
  * @txn: a transaction op (TXN_START_STOP, TXN_EXTEND)
+ * @registry: the arena's enum lp_registry (a "+RCU" label: RCU)
  */
 struct bench_row {
 	char label[40];
@@ -116,6 +117,7 @@ struct bench_row {
 	int flavor;
 	bool private;
 	bool txn;
+	__u32 registry;
 };
 
 /**
@@ -210,6 +212,16 @@ static void make_rows(void)
 			add_row(LP_OP_LOOKUP_PUT, f, false, flavor_names[f]);
 	for (f = 0; f < LP_FLAVOR_COUNT; f++)
 		add_row(LP_OP_TRYGET_PUT, f, false, flavor_names[f]);
+	/* The same with an RCU registry: no lock on the lookup (not LOCKED). */
+	for (f = 0; f < LP_FLAVOR_COUNT; f++) {
+		char label[20];
+
+		if (f == LP_FLAVOR_LOCKED)
+			continue;
+		snprintf(label, sizeof(label), "%s+RCU", flavor_names[f]);
+		add_row(LP_OP_TRYGET_PUT, f, false, label);
+		rows[nr_rows - 1].registry = LP_REGISTRY_RCU;
+	}
 	for (i = 0; i < ARRAY_SIZE(rmw_ops); i++)
 		add_row(rmw_ops[i], -1, false, NULL);
 	add_row(LP_OP_ATOMIC_FLOOR, -1, true, "private");
@@ -284,7 +296,8 @@ static void fix_close(struct bench_fix *fix)
 static int fix_open(const struct bench_dev *dev, const struct bench_row *row,
 		    int n, struct bench_fix *fix, char *why, size_t len)
 {
-	struct lp_configure c = { .flavor = row->flavor };
+	struct lp_configure c = { .flavor = row->flavor,
+				  .registry = row->registry };
 	struct lp_txn_configure tc = {
 		.flavor = row->flavor, .max_credits = LP_TXN_CREDITS_DEFAULT,
 	};

@@ -114,12 +114,16 @@ static const struct lpu_row lpu_rows[] = {
 	{ true, LP_OP_GET_PUT_REFCOUNT,
 	  "refcount_inc / refcount_dec_and_test",
 	  "Arc::from(ArcBorrow) / Arc::drop_with" },
+	{ true, LP_OP_TRYGET_ATOMIC_PUT,
+	  "per flavor (above)", "per flavor (above)" },
 };
 
 /* Under the flavors: TRYGET is in every flavor's script. */
 static const char * const lpu_tryget_note[] = {
 	"TRYGET, in every flavor: C atomic_inc_not_zero / kref_get_unless_zero,",
-	"Rust Refcount::inc_not_zero / Arc::from_raw_inc_not_zero (patches 0001/0002)",
+	"Rust Refcount::inc_not_zero / Arc::from_raw_inc_not_zero (patches 0001/0002);",
+	"with an RCU registry, C rcu_read_lock + xa_load + kfree_rcu, Rust",
+	"XArray::load(&rcu::Guard) + KBox::drop_rcu / Arc::drop_with_rcu (0009-0011)",
 };
 
 struct lpu_errno_name {
@@ -302,12 +306,20 @@ static void lpu_id_name(struct lpu_transcript *t, __u64 id, bool fresh,
 
 /* ---- one recorded step per ioctl --------------------------------------- */
 
+static void lpu_configure_registry(struct lpu_transcript *t, const char *what,
+				   __u32 flavor, __u32 max_gadgets,
+				   __u32 registry)
+{
+	struct lp_configure c = { .flavor = flavor, .max_gadgets = max_gadgets,
+				  .registry = registry };
+
+	lpu_rec(t, what, lpu_call(t, LP_IOC_CONFIGURE, &c));
+}
+
 static void lpu_configure(struct lpu_transcript *t, const char *what,
 			  __u32 flavor, __u32 max_gadgets)
 {
-	struct lp_configure c = { .flavor = flavor, .max_gadgets = max_gadgets };
-
-	lpu_rec(t, what, lpu_call(t, LP_IOC_CONFIGURE, &c));
+	lpu_configure_registry(t, what, flavor, max_gadgets, LP_REGISTRY_LOCK);
 }
 
 /* NEW under @parent (LP_HANDLE_NONE: a root). Return: the handle, or 0. */
@@ -562,6 +574,25 @@ static void lpu_script_flavor(struct lpu_transcript *t, unsigned int flavor)
 	lpu_stat(t, "STAT child2", child2);
 	lpu_put(t, "PUT child2 (and root)", child2);
 	lpu_arena_stat(t, "ARENA_STAT");
+
+	/* TRYGET again with an RCU registry, which LOCKED has not. */
+	if (!lpu_open(t))
+		return;
+	lpu_configure_registry(t, "CONFIGURE, unknown registry", flavor, 0,
+			       LP_REGISTRY_COUNT);
+	lpu_configure_registry(t, "CONFIGURE, RCU registry", flavor, 0,
+			       LP_REGISTRY_RCU);
+	if (flavor == LP_FLAVOR_LOCKED)
+		return;
+	root = lpu_new(t, "RCU: NEW root", LP_HANDLE_NONE, NULL);
+	child = lpu_new(t, "RCU: NEW child", root, &child_id);
+	tried = lpu_tryget(t, "RCU: TRYGET child", child_id);
+	lpu_stat(t, "RCU: STAT child", child);
+	lpu_put(t, "RCU: PUT TRYGET's handle", tried);
+	lpu_put(t, "RCU: PUT child", child);
+	lpu_tryget(t, "RCU: TRYGET child, gone", child_id);
+	lpu_put(t, "RCU: PUT root", root);
+	lpu_arena_stat(t, "RCU: ARENA_STAT");
 }
 
 /* Operands and limits every op must refuse the same way. */
@@ -607,7 +638,8 @@ static void lpu_script_rmw(struct lpu_transcript *t, unsigned int op)
  */
 static void lpu_script_loop(struct lpu_transcript *t, unsigned int op)
 {
-	bool by_id = op == LP_OP_LOOKUP_PUT || op == LP_OP_TRYGET_PUT;
+	bool by_id = op == LP_OP_LOOKUP_PUT || op == LP_OP_TRYGET_PUT ||
+		     op == LP_OP_TRYGET_ATOMIC_PUT;
 	__u32 root = LP_HANDLE_NONE, child, on;
 	__u64 child_id = 0;
 	unsigned int f;
@@ -814,7 +846,8 @@ static void lpu_count(const struct lpu_answer *a, unsigned long long mask,
 static void lpu_print_identify(const struct lpu_answer *c,
 			       const struct lpu_answer *r)
 {
-	char abi[2][LPU_SYM], fl[2][LPU_SYM], ops[2][LPU_SYM], txn[2][LPU_SYM];
+	char abi[2][LPU_SYM], fl[2][LPU_SYM], ops[2][LPU_SYM], txn[2][LPU_SYM],
+	     reg[2][LPU_SYM];
 	const char *line[][LPU_ID_COLS] = {
 		{ "", LP_DEV_C, LP_DEV_RUST },
 		{ "module", c->err ? strerror(c->err) : c->id.name,
@@ -823,6 +856,7 @@ static void lpu_print_identify(const struct lpu_answer *c,
 		{ "flavors implemented", fl[0], fl[1] },
 		{ "ops implemented", ops[0], ops[1] },
 		{ "txn flavors implemented", txn[0], txn[1] },
+		{ "registries implemented", reg[0], reg[1] },
 	};
 	int width[LPU_ID_COLS] = { 0 };
 	size_t i;
@@ -837,6 +871,10 @@ static void lpu_print_identify(const struct lpu_answer *c,
 		  sizeof(txn[0]));
 	lpu_count(r, r->id.txn_flavors, LP_TXN_FLAVOR_COUNT, txn[1],
 		  sizeof(txn[1]));
+	lpu_count(c, c->id.registries, LP_REGISTRY_COUNT, reg[0],
+		  sizeof(reg[0]));
+	lpu_count(r, r->id.registries, LP_REGISTRY_COUNT, reg[1],
+		  sizeof(reg[1]));
 	for (i = 0; i < ARRAY_SIZE(line); i++)
 		lpu_widen(width, line[i], LPU_ID_COLS);
 	for (i = 0; i < ARRAY_SIZE(line); i++)

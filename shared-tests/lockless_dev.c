@@ -64,9 +64,11 @@ TEST_F(dev, identify_names_module_and_abi)
 	EXPECT_EQ(LP_ABI_VERSION, self->id.abi_version);
 	EXPECT_EQ(0, self->id.flavors & ~((1u << LP_FLAVOR_COUNT) - 1));
 	EXPECT_EQ(0, self->id.ops & ~((1ull << LP_OP_COUNT) - 1));
+	EXPECT_EQ(0, self->id.registries & ~((1u << LP_REGISTRY_COUNT) - 1));
 	if (variant->reference) {
 		EXPECT_EQ((1u << LP_FLAVOR_COUNT) - 1, self->id.flavors);
 		EXPECT_EQ((1ull << LP_OP_COUNT) - 1, self->id.ops);
+		EXPECT_EQ((1u << LP_REGISTRY_COUNT) - 1, self->id.registries);
 	}
 }
 
@@ -629,7 +631,8 @@ TEST_F(dev, run_rmw_ops_complete_and_leave_their_state)
 		  (1ull << LP_OP_GET_PUT | 1ull << LP_OP_LOOKUP_PUT |
 		   1ull << LP_OP_TRYGET_PUT | 1ull << LP_OP_NEW_PUT |
 		   1ull << LP_OP_TXN_START_STOP | 1ull << LP_OP_TXN_EXTEND |
-		   1ull << LP_OP_GET_PUT_REFCOUNT)))
+		   1ull << LP_OP_GET_PUT_REFCOUNT |
+		   1ull << LP_OP_TRYGET_ATOMIC_PUT)))
 		return;
 	ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_READ, 0, &r));
 	prev = r.old;
@@ -637,7 +640,8 @@ TEST_F(dev, run_rmw_ops_complete_and_leave_their_state)
 		if (op == LP_OP_GET_PUT || op == LP_OP_LOOKUP_PUT ||
 		    op == LP_OP_TRYGET_PUT || op == LP_OP_NEW_PUT ||
 		    op == LP_OP_TXN_START_STOP || op == LP_OP_TXN_EXTEND ||
-		    op == LP_OP_GET_PUT_REFCOUNT)
+		    op == LP_OP_GET_PUT_REFCOUNT ||
+		    op == LP_OP_TRYGET_ATOMIC_PUT)
 			continue;
 		ASSERT_EQ(0, lpu_rmw(self->fd, LP_OP_SET, 5, &r));
 		/* SET answers with the value it replaced: the last READ's. */
@@ -743,7 +747,7 @@ TEST_F(dev, bad_input_gets_the_documented_errno)
 
 	/* -EINVAL: a non-zero reserved field, for every ioctl. */
 	memset(&c, 0, sizeof(c));
-	c.reserved[1] = 1;
+	c.reserved = 1;
 	EXPECT_EQ(-EINVAL, lpu_call(self->fd, LP_IOC_CONFIGURE, &c));
 	memset(&c, 0, sizeof(c));
 	c.max_gadgets = LP_MAX_GADGETS + 1;

@@ -13,7 +13,18 @@
  */
 #include "lockless_test.h"
 
-/* ---- gadgets: one fixture over device x flavor ------------------------ */
+/*
+ * ---- gadgets: one fixture over device x flavor x registry -------------
+ *
+ * LOCKLESS and KREF_MUTEX run again with an RCU registry (TRYGET under
+ * rcu_read_lock() alone, frees after a grace period): the same tests, the
+ * same answers. They are the two RCU paths of each module: atomic_t and
+ * Arc (atomic_inc_not_zero(), Arc::drop_with_rcu()), kref and an
+ * intrusive Refcount in a KBox (kref_get_unless_zero(), KBox::drop_rcu());
+ * the other flavors differ from them in their put's lock only, which the
+ * registry mode leaves alone, and meet RCU arenas in the fuzz, the
+ * bad-input sweep and the demo. LOCKED has no RCU mode.
+ */
 
 FIXTURE(flavor)
 {
@@ -27,6 +38,7 @@ FIXTURE_VARIANT(flavor)
 	const char *module;
 	bool reference;
 	__u32 flavor;
+	__u32 registry;
 };
 
 FIXTURE_VARIANT_ADD(flavor, c_locked)
@@ -125,6 +137,42 @@ FIXTURE_VARIANT_ADD(flavor, rust_kref_rwsem)
 	.flavor = LP_FLAVOR_KREF_RWSEM,
 };
 
+FIXTURE_VARIANT_ADD(flavor, c_lockless_rcu)
+{
+	.path = LP_DEV_C,
+	.module = "lockless_c",
+	.reference = true,
+	.flavor = LP_FLAVOR_LOCKLESS,
+	.registry = LP_REGISTRY_RCU,
+};
+
+FIXTURE_VARIANT_ADD(flavor, c_kref_mutex_rcu)
+{
+	.path = LP_DEV_C,
+	.module = "lockless_c",
+	.reference = true,
+	.flavor = LP_FLAVOR_KREF_MUTEX,
+	.registry = LP_REGISTRY_RCU,
+};
+
+FIXTURE_VARIANT_ADD(flavor, rust_lockless_rcu)
+{
+	.path = LP_DEV_RUST,
+	.module = "lockless_rust",
+	.reference = true,
+	.flavor = LP_FLAVOR_LOCKLESS,
+	.registry = LP_REGISTRY_RCU,
+};
+
+FIXTURE_VARIANT_ADD(flavor, rust_kref_mutex_rcu)
+{
+	.path = LP_DEV_RUST,
+	.module = "lockless_rust",
+	.reference = true,
+	.flavor = LP_FLAVOR_KREF_MUTEX,
+	.registry = LP_REGISTRY_RCU,
+};
+
 FIXTURE_SETUP(flavor)
 {
 	self->fd = open(variant->path, O_RDWR | O_CLOEXEC);
@@ -135,7 +183,12 @@ FIXTURE_SETUP(flavor)
 	if (lacks(_metadata, &self->id, variant->module, variant->reference,
 		  1u << variant->flavor, 0))
 		return;
-	ASSERT_EQ(0, lpu_configure(self->fd, variant->flavor));
+	ASSERT_EQ(1u << variant->registry,
+		  self->id.registries & 1u << variant->registry)
+		TH_LOG("%s must implement registry %s", variant->module,
+		       registry_names[variant->registry]);
+	ASSERT_EQ(0, lpu_configure_registry(self->fd, variant->flavor,
+					    variant->registry));
 }
 
 FIXTURE_TEARDOWN(flavor)
@@ -289,13 +342,50 @@ TEST_F(flavor, tryget_succeeds_on_live_and_enoent_once_released)
 }
 
 /*
+ * TRYGET from atomic context: RUN TRYGET_ATOMIC_PUT holds a spinlock
+ * around it, and CONFIG_DEBUG_ATOMIC_SLEEP and lockdep report (a kernel
+ * splat, a failed run) any lock in it that may sleep. RCU mode takes no
+ * lock at all, LOCK mode the registry's spinlock. LOCKED is left out, as
+ * its TRYGET takes the arena mutex: the RUN answers -EOPNOTSUPP.
+ */
+TEST_F(flavor, tryget_takes_no_sleeping_lock)
+{
+	__u32 root, child;
+	struct lp_run run;
+	__u64 cid;
+
+	if (lacks(_metadata, &self->id, variant->module, variant->reference, 0,
+		  1ull << LP_OP_TRYGET_ATOMIC_PUT))
+		return;
+	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &root, NULL));
+	ASSERT_EQ(0, lpu_new(self->fd, root, &child, &cid));
+	if (variant->flavor == LP_FLAVOR_LOCKED) {
+		EXPECT_EQ(-EOPNOTSUPP, lpu_run(self->fd, LP_OP_TRYGET_ATOMIC_PUT,
+					       0, 1, cid, &run));
+	} else {
+		ASSERT_EQ(0, lpu_run(self->fd, LP_OP_TRYGET_ATOMIC_PUT, 0, 1000,
+				     cid, &run));
+		EXPECT_EQ(1000, run.completed);
+	}
+	EXPECT_EQ(1, lpu_put(self->fd, child));
+	if (variant->flavor != LP_FLAVOR_LOCKED) {
+		/* Gone: a failed lookup, not counted. */
+		ASSERT_EQ(0, lpu_run(self->fd, LP_OP_TRYGET_ATOMIC_PUT, 0, 10,
+				     cid, &run));
+		EXPECT_EQ(0, run.completed);
+	}
+	EXPECT_EQ(1, lpu_put(self->fd, root));
+}
+
+/*
  * An arena holds at most max_gadgets live gadgets (CONFIGURE; default
  * LP_MAX_GADGETS): NEW, with or without a parent, and RUN NEW_PUT answer
  * -EDQUOT at the limit and change nothing, and a freed gadget makes room.
  */
 TEST_F(flavor, gadget_limit_is_edquot_and_exact)
 {
-	struct lp_configure c = { .flavor = variant->flavor, .max_gadgets = 4 };
+	struct lp_configure c = { .flavor = variant->flavor, .max_gadgets = 4,
+				  .registry = variant->registry };
 	struct lp_arena_stat as;
 	__u32 h[4], extra;
 	struct lp_run run;
@@ -363,7 +453,8 @@ TEST_F(flavor, close_with_live_handles_frees_everything)
 
 	fd = open(variant->path, O_RDWR | O_CLOEXEC);
 	ASSERT_LE(0, fd);
-	ASSERT_EQ(0, lpu_configure(fd, variant->flavor));
+	ASSERT_EQ(0, lpu_configure_registry(fd, variant->flavor,
+					    variant->registry));
 	ASSERT_EQ(0, lpu_new(fd, LP_HANDLE_NONE, &root, NULL));
 	ASSERT_EQ(0, lpu_new(fd, root, &a, &aid));
 	ASSERT_EQ(0, lpu_new(fd, a, &b, NULL));
@@ -1097,6 +1188,7 @@ TEST_F_TIMEOUT(flavor, every_allocation_may_fail_all_or_nothing,
 	c = calloc(1, sizeof(*c));
 	ASSERT_NE(NULL, c);
 	fl_init(c, variant->path, self->fd, variant->flavor);
+	c->registry = variant->registry;
 
 	fl_sweep(_metadata, c, FL_CONFIGURE, 1, 1, &cnt);
 	EXPECT_EQ(0, cnt.reached) TH_LOG("CONFIGURE allocates");

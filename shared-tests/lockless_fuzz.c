@@ -152,7 +152,8 @@ struct fz_ioc {
 /*
  * From lockless_uapi.h's "Errors:" lines. Not promised: -ENOMEM (only
  * the failing mode injects failures, and counts them itself),
- * -EOPNOTSUPP for a flavor or op a module lacks (both implement all),
+ * -EOPNOTSUPP for a flavor or op a module lacks (both implement all; a
+ * LOCKED arena's RCU registry is promised),
  * -EAGAIN (only while another thread's COMMIT drains; the shared_arena
  * mode, the txn tests and badinput reach it).
  */
@@ -162,7 +163,7 @@ static const struct fz_ioc fz_iocs[FZ_NR_IOCS] = {
 	  { { offsetof(struct lp_identify, name), LP_NAME_LEN } } },
 	{ "CONFIGURE", LP_IOC_CONFIGURE, sizeof(struct lp_configure),
 	  E(EFAULT) | E(EINVAL) | E(EOPNOTSUPP) | E(EBUSY),
-	  E(EFAULT) | E(EINVAL) | E(EBUSY) },
+	  E(EFAULT) | E(EINVAL) | E(EOPNOTSUPP) | E(EBUSY) },
 	{ "NEW", LP_IOC_NEW, sizeof(struct lp_new),
 	  E(EFAULT) | E(EINVAL) | E(EBADF) | E(ENOSPC) | E(ENOMEM),
 	  E(EFAULT) | E(EINVAL) | E(EBADF) | E(ENOSPC) },
@@ -782,7 +783,11 @@ static void fz_generate(struct fz_gen *g, struct fz_step *st)
 			((struct lp_configure *)a)->max_gadgets =
 				fz_pct(&g->rng, 10) ? LP_MAX_GADGETS + 1 :
 						      1 + fz_below(&g->rng, 8);
-		fz_reserved(g, ((struct lp_configure *)a)->reserved,
+		/* Half the arenas look up locklessly; one in 20 asks wrong. */
+		((struct lp_configure *)a)->registry =
+			fz_pct(&g->rng, 5) ? LP_REGISTRY_COUNT :
+			fz_pct(&g->rng, 50) ? LP_REGISTRY_RCU : LP_REGISTRY_LOCK;
+		fz_reserved(g, &((struct lp_configure *)a)->reserved,
 			    sizeof(((struct lp_configure *)a)->reserved));
 	} else if (r < 250) {
 		struct lp_new *x = a;

@@ -17,6 +17,11 @@ static const char * const flavor_names[LP_FLAVOR_COUNT] = {
 	[LP_FLAVOR_KREF_RWSEM] = "KREF_RWSEM",
 };
 
+static const char * const registry_names[LP_REGISTRY_COUNT] = {
+	[LP_REGISTRY_LOCK] = "LOCK",
+	[LP_REGISTRY_RCU] = "RCU",
+};
+
 static const char * const op_names[LP_OP_COUNT] = {
 	[LP_OP_MAX_CMPXCHG] = "MAX_CMPXCHG",
 	[LP_OP_MAX_JBD2] = "MAX_JBD2",
@@ -35,6 +40,7 @@ static const char * const op_names[LP_OP_COUNT] = {
 	[LP_OP_TXN_EXTEND] = "TXN_EXTEND",
 	[LP_OP_EMPTY] = "EMPTY",
 	[LP_OP_GET_PUT_REFCOUNT] = "GET_PUT_REFCOUNT",
+	[LP_OP_TRYGET_ATOMIC_PUT] = "TRYGET_ATOMIC_PUT",
 };
 
 static const char * const txn_flavor_names[LP_TXN_FLAVOR_COUNT] = {

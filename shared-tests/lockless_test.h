@@ -177,11 +177,16 @@ static int lpu_identify(int fd, struct lp_identify *id)
 	return lpu_call(fd, LP_IOC_IDENTIFY, id);
 }
 
-static int lpu_configure(int fd, __u32 flavor)
+static int lpu_configure_registry(int fd, __u32 flavor, __u32 registry)
 {
-	struct lp_configure c = { .flavor = flavor };
+	struct lp_configure c = { .flavor = flavor, .registry = registry };
 
 	return lpu_call(fd, LP_IOC_CONFIGURE, &c);
+}
+
+static int lpu_configure(int fd, __u32 flavor)
+{
+	return lpu_configure_registry(fd, flavor, LP_REGISTRY_LOCK);
 }
 
 static int lpu_new(int fd, __u32 parent, __u32 *handle, __u64 *id)
@@ -612,6 +617,7 @@ struct fl_ctx {
 	const char *path;
 	int fd;
 	__u32 flavor;
+	__u32 registry;			/* FL_CONFIGURE's; LOCK unless set */
 	unsigned int tracked;		/* FL_ROOT, FL_CHILD made so far */
 	__u32 handle[FL_TRACKED];
 	__u64 id[FL_TRACKED];
@@ -848,7 +854,8 @@ static void fl_call(struct fl_ctx *c, enum fl_op op, unsigned int nth,
 		res->ret = res->fd < 0 ? -errno : 0;
 		break;
 	case FL_CONFIGURE:
-		res->ret = lpu_configure(c->fd, c->flavor);
+		res->ret = lpu_configure_registry(c->fd, c->flavor,
+						  c->registry);
 		break;
 	case FL_NEW_ROOT:
 		res->ret = lpu_new(c->fd, LP_HANDLE_NONE, &res->handle,

@@ -95,7 +95,9 @@
  * drain whose sleep ran out checks t_updates once more (a COMMIT that
  * answered -ETIMEDOUT may now succeed); the flavor LP_TXN_LOCKED is named
  * LP_TXN_HANDLE_LOCK. Stated since, compatibly: the order of the errors
- * when several apply (what both modules already did).
+ * when several apply (what both modules already did). Added since,
+ * compatibly: the registry mode (CONFIGURE's registry, IDENTIFY's
+ * registries) and the TRYGET_ATOMIC_PUT RUN op.
  */
 #ifndef _UAPI_LOCKLESS_PARITY_H
 #define _UAPI_LOCKLESS_PARITY_H
@@ -158,6 +160,24 @@ enum lp_flavor {
 };
 
 /*
+ * How TRYGET finds a gadget by id; bit (1 << registry) in lp_identify.
+ * A new arena has registry LP_REGISTRY_LOCK until LP_IOC_CONFIGURE.
+ *
+ * LOCK: the lookup and the get-unless-zero run under the registry's lock,
+ * which the release path takes to unregister a gadget before it frees it
+ * (kvm_debugfs_open()). RCU: they run under rcu_read_lock() alone, no
+ * lock taken; the release path unregisters the gadget under the lock and
+ * frees it after a grace period (kfree_rcu()). Same answers either way.
+ * LP_FLAVOR_LOCKED has no RCU mode: its count is a plain int that only
+ * the arena mutex may read.
+ */
+enum lp_registry {
+	LP_REGISTRY_LOCK	= 0,	/* xa_lock around the lookup */
+	LP_REGISTRY_RCU		= 1,	/* rcu_read_lock(), kfree_rcu() */
+	LP_REGISTRY_COUNT
+};
+
+/*
  * Read-modify-write and RUN loop ops; bit (1 << op) in lp_identify.
  *
  * The arena variable is kept in the type each pattern uses: an atomic_t
@@ -187,8 +207,13 @@ enum lp_flavor {
  * expected value on failure): the library call itself cannot also stop at
  * LP_RMW_VALUE_MAX, so both carry that one extra test.
  *
- * GET_PUT, LOOKUP_PUT, TRYGET_PUT, ATOMIC_FLOOR, NEW_PUT, EMPTY and
- * GET_PUT_REFCOUNT are RUN-only ops (LP_IOC_RMW answers -EINVAL for them).
+ * GET_PUT, LOOKUP_PUT, TRYGET_PUT, ATOMIC_FLOOR, NEW_PUT, EMPTY,
+ * GET_PUT_REFCOUNT and TRYGET_ATOMIC_PUT are RUN-only ops (LP_IOC_RMW
+ * answers -EINVAL for them). TRYGET_ATOMIC_PUT is TRYGET_PUT with the
+ * TRYGET in atomic context (a spinlock held, so preemption is off) and
+ * the put after it: proof, under CONFIG_DEBUG_ATOMIC_SLEEP and lockdep,
+ * that TRYGET takes no sleeping lock. LOCKED arenas answer -EOPNOTSUPP:
+ * their TRYGET takes the arena mutex.
  * GET_PUT_REFCOUNT is GET_PUT of a LOCKLESS gadget counted with
  * refcount_t's refcount_inc() and refcount_dec_and_test() instead of the
  * article's bare atomic_inc() and atomic_fetch_dec(): the primitive a
@@ -229,6 +254,7 @@ enum lp_op {
 	LP_OP_TXN_EXTEND		= 14,
 	LP_OP_EMPTY			= 15,
 	LP_OP_GET_PUT_REFCOUNT		= 16,
+	LP_OP_TRYGET_ATOMIC_PUT		= 17,
 	LP_OP_COUNT,
 	/*
 	 * Not part of the contract, outside 0..LP_OP_COUNT: KCSAN's negative
@@ -312,6 +338,7 @@ enum lp_txn_state {
  * @live_handles: handles held in the whole module, all files together
  *		  (gadget and transaction handles)
  * @txn_flavors: bitmask of implemented enum lp_txn_flavor values
+ * @registries: bitmask of implemented enum lp_registry values
  * @reserved: must be zero
  *
  * The three live counters count allocations, not what userspace can see:
@@ -331,7 +358,8 @@ struct lp_identify {
 	__u64 live_arenas;
 	__u64 live_handles;
 	__u32 txn_flavors;
-	__u32 reserved[3];
+	__u32 registries;
+	__u32 reserved[2];
 };
 
 /**
@@ -340,17 +368,20 @@ struct lp_identify {
  * @max_gadgets: in: most live gadgets the arena may hold (NEW and RUN
  *		 NEW_PUT answer -EDQUOT beyond), 1 to LP_MAX_GADGETS;
  *		 0 for LP_MAX_GADGETS
+ * @registry: in: an enum lp_registry value (0, LOCK, is the default)
  * @reserved: must be zero
  *
  * May be repeated until the arena's first LP_IOC_NEW.
- * Errors: -EFAULT, -EINVAL (reserved, unknown flavor, max_gadgets above
- * LP_MAX_GADGETS), -EOPNOTSUPP (flavor not implemented by this module),
+ * Errors: -EFAULT, -EINVAL (reserved, unknown flavor or registry,
+ * max_gadgets above LP_MAX_GADGETS), -EOPNOTSUPP (flavor or registry not
+ * implemented by this module, LP_REGISTRY_RCU with LP_FLAVOR_LOCKED),
  * -EBUSY (a gadget was already created).
  */
 struct lp_configure {
 	__u32 flavor;
 	__u32 max_gadgets;
-	__u32 reserved[2];
+	__u32 registry;
+	__u32 reserved;
 };
 
 /**
@@ -512,14 +543,16 @@ struct lp_rmw {
  *         LP_RMW_VALUE_MAX; iteration i uses value + i * step (capped at
  *         LP_RMW_VALUE_MAX) so that MAX ops keep storing, and N threads
  *         given values 1..N and step N feed interleaved operands that all
- *         need a store; LOOKUP_PUT: the child id; TRYGET_PUT: the gadget
- *         id (both: any id, LP_ID_NEWEST for the newest); TXN_EXTEND:
+ *         need a store; LOOKUP_PUT: the child id; TRYGET_PUT,
+ *         TRYGET_ATOMIC_PUT: the gadget id (all three: any id,
+ *         LP_ID_NEWEST for the newest); TXN_EXTEND:
  *         the credits each iteration asks for, 1..LP_TXN_CREDITS_MAX;
  *         TXN_START_STOP: the credits each START asks for,
  *         0..LP_TXN_CREDITS_MAX; else ignored
  * @elapsed_ns: out: time the loop took
- * @completed: out: ops completed (a LOOKUP_PUT/TRYGET_PUT that found the
- *             gadget gone completes as a failed lookup, not counted;
+ * @completed: out: ops completed (a LOOKUP_PUT/TRYGET_PUT/
+ *             TRYGET_ATOMIC_PUT that found the gadget gone completes as a
+ *             failed lookup, not counted;
  *             TXN_START_STOP: handles started and stopped; TXN_EXTEND:
  *             extends granted)
  * @failed: out: failed cmpxchg attempts summed over the loop; NEW_PUT:
@@ -549,8 +582,9 @@ struct lp_rmw {
  * LP_RMW_VALUE_MAX, TXN_EXTEND value 0 or above LP_TXN_CREDITS_MAX,
  * TXN_START_STOP value above LP_TXN_CREDITS_MAX, RACY_INC value above 2),
  * -E2BIG, -EFAULT (read-only), -EBADF (GET_PUT, GET_PUT_REFCOUNT,
- * LOOKUP_PUT, NEW_PUT), -EOPNOTSUPP (LOOKUP_PUT or GET_PUT_REFCOUNT in a
- * flavor without it), then the loop's own: NEW_PUT's -EDQUOT and -ENOMEM
+ * LOOKUP_PUT, NEW_PUT), -EOPNOTSUPP (LOOKUP_PUT, GET_PUT_REFCOUNT or
+ * TRYGET_ATOMIC_PUT in a flavor without it), then the loop's own:
+ * NEW_PUT's -EDQUOT and -ENOMEM
  * (the iterations before the failing one stand).
  */
 struct lp_run {
