@@ -550,7 +550,7 @@ def plot(out_dir, runs, title):
     ratios = contention_ratios(tcg['rows'])
     threads = sorted({int(r['threads']) for r in tcg['rows']})
     panels = [('GET_PUT: flavors over LOCKED', ('GET_PUT/',)),
-              ('TRYGET_PUT: flavors over LOCKED', ('TRYGET_PUT/',)),
+              ('TRYGET_PUT: over LOCKED; +RCU: over its LOCK row', ('TRYGET_PUT/',)),
               ('MAX, TXN_ATOMIC over their locks', ('MAX_', 'TXN_'))]
     for i, (ptitle, prefixes) in enumerate(panels):
         gp += ['set size 0.333,0.45', f'set origin {0.333 * i},0',
