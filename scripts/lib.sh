@@ -176,20 +176,19 @@ lp_mirror() {
 	printf '%s\n' "${m%/}"
 }
 
-# lp_hash FILES...: a short content hash of the given files, in order.
-lp_hash() {
-	cat "$@" | sha256sum | cut -c1-16
-}
-
-# lp_kernel_hash KIND: what decides whether kernel KIND must be rebuilt.
-# KIND is "debug" (make check) or another fragment in kernel-config/.
+# lp_src_hash: what decides the patched source tree: kernel.env and each
+# patch's name and diff, not its commit message (from the first
+# "diff --git" on), so that rewording a patch rebuilds nothing.
 lp_src_hash() {
-	local files=("$LP_REPO/kernel-config/kernel.env")
 	local p
-	for p in "$LP_REPO"/kernel-config/patches/*.patch; do
-		[ -e "$p" ] && files+=("$p")
-	done
-	lp_hash "${files[@]}"
+	{
+		cat "$LP_REPO/kernel-config/kernel.env"
+		for p in "$LP_REPO"/kernel-config/patches/*.patch; do
+			[ -e "$p" ] || continue
+			printf '%s\n' "${p##*/}"
+			sed -n '/^diff --git /,$p' "$p"
+		done
+	} | sha256sum | cut -c1-16
 }
 
 # lp_kind_fragments KIND: the config fragments of kernel KIND, in the
@@ -204,6 +203,8 @@ lp_kind_fragments() {
 	printf '%s\n' "$LP_REPO/kernel-config/$kind.config"
 }
 
+# lp_kernel_hash KIND: what decides whether kernel KIND must be rebuilt.
+# KIND is "debug" (make check) or another fragment in kernel-config/.
 lp_kernel_hash() {
 	local kind=$1 frags
 	mapfile -t frags < <(lp_kind_fragments "$kind")
