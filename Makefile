@@ -10,7 +10,7 @@
 
 S := scripts
 
-.PHONY: help check soak fuzz kcsan-control mutants demo bench study study-check shell lint litmus toolchain kernel modules guest clean distclean
+.PHONY: help check soak fuzz kcsan-control mutants demo bench study study-check series shell lint litmus toolchain kernel modules guest clean distclean
 
 help:
 	@echo "make demo       boot the guest, load both modules, print their answers side by side"
@@ -31,6 +31,8 @@ help:
 	@echo "                the source, with the demo's API columns, insns/op, litmus tests, mutants, Rust gaps"
 	@echo "make study-check  render that page in headless chromium (its own cached Debian root) and check"
 	@echo "                every pattern's section and code panes; screenshot: build/study/screenshot.png"
+	@echo "make series     build/series/: kernel-config/patches/ as a git format-patch series with a cover"
+	@echo "                letter, signed off as your git config user.name/user.email; checkpatch --strict"
 	@echo "make shell      boot the guest to a busybox shell with both .ko files and the test driver"
 	@echo "make lint       checkpatch --strict, sparse (C=2), rustfmt --check, clippy"
 	@echo "make litmus     check the article's ordering claims with herd7 and the kernel's memory model,"
@@ -77,6 +79,9 @@ study:
 
 study-check: study
 	@$(S)/study_check.sh
+
+series:
+	@$(S)/series.sh
 
 shell: guest
 	@$(S)/qemu.sh shell debug
