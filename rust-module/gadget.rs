@@ -26,7 +26,7 @@
 //! Release never recurses: [`put_ptr`] drops the parent's reference in a loop, so a
 //! chain of any depth is freed in constant stack.
 
-use core::{mem::ManuallyDrop, pin::Pin, ptr::NonNull};
+use core::{marker::PhantomData, mem::ManuallyDrop, pin::Pin, ptr::NonNull};
 use kernel::{
     ffi::c_void,
     impl_has_rcu_head, new_mutex, new_spinlock,
@@ -130,6 +130,71 @@ impl GadgetPtr {
     }
 }
 
+/// A gadget found in the registry: its address, for as long as `'a`, the registry
+/// lock or the RCU read-side critical section it was found in (`Guard::get()` and
+/// [`XArray::load`] borrow the lock guard or the `rcu::Guard` for `'a`).
+///
+/// What is found may be released on another CPU meanwhile; what keeps it
+/// allocated is the release path, which unregisters a gadget under the registry
+/// lock before it frees it, at once in LOCK mode, after a grace period in RCU
+/// mode. That is valid only while the lock or the critical section lasts: the
+/// borrows [`Found`] lends end with `'a`, so the compiler rejects a count taken
+/// after the lock or `rcu` was dropped.
+#[derive(Clone, Copy)]
+pub(crate) struct Found<'a> {
+    ptr: GadgetPtr,
+    _section: PhantomData<&'a ()>,
+}
+
+impl<'a> Found<'a> {
+    /// The pointer the gadget's allocator handed out ([`GadgetPtr::allocation`]).
+    #[inline]
+    fn allocation(self) -> *mut Gadget {
+        self.ptr.allocation()
+    }
+
+    /// Borrows the gadget, until the registry lock is dropped.
+    ///
+    /// # Safety
+    ///
+    /// The gadget was found under the registry lock ([`XArray::lock`]): its
+    /// release path takes that lock to unregister it before it drops or frees it,
+    /// so for all of `'a` it stays allocated and no `&mut Gadget` to it exists.
+    #[inline]
+    unsafe fn as_ref(self) -> &'a Gadget {
+        // SAFETY: The caller's guarantee, for `'a`.
+        unsafe { self.ptr.as_ref() }
+    }
+
+    /// The gadget's intrusive count ([`GadgetPtr::refcnt`]), until the lock or the
+    /// critical section ends.
+    ///
+    /// # Safety
+    ///
+    /// The gadget was found under the registry lock, or found by
+    /// [`XArray::load`] in a registry in RCU mode, a mode read inside the same
+    /// critical section (a registry leaves RCU mode only after a grace period,
+    /// see `lp_configure()`): its release path frees it only after a grace period
+    /// that began once it was unregistered. Its count is then valid for `'a`, at
+    /// zero if its release began.
+    #[inline]
+    unsafe fn refcnt(self) -> &'a Refcount {
+        // SAFETY: The caller's guarantee, for `'a` (see `GadgetPtr::refcnt`).
+        unsafe { self.ptr.refcnt() }
+    }
+
+    /// The strong reference to the gadget that the caller just took.
+    ///
+    /// # Safety
+    ///
+    /// The caller took a count of the gadget, which the returned `ARef` owns.
+    #[inline]
+    unsafe fn counted(self) -> GadgetRef {
+        // SAFETY: The caller's guarantee.
+        unsafe { ARef::from_raw(self.ptr.0) }
+    }
+}
+
 // SAFETY: `into_foreign` hands the gadget's address to the XArray unchanged, and
 // `from_foreign`/`borrow` rebuild the same `GadgetPtr` from it. Gadgets are
 // aligned to `Gadget`'s alignment (at least 8, it holds pointers and `u64`s). A
@@ -139,8 +204,8 @@ impl GadgetPtr {
 unsafe impl ForeignOwnable for GadgetPtr {
     const FOREIGN_ALIGN: usize = core::mem::align_of::<Gadget>();
 
-    type Borrowed<'a> = GadgetPtr;
-    type BorrowedMut<'a> = GadgetPtr;
+    type Borrowed<'a> = Found<'a>;
+    type BorrowedMut<'a> = Found<'a>;
 
     fn into_foreign(self) -> *mut c_void {
         self.0.as_ptr().cast()
@@ -152,19 +217,22 @@ unsafe impl ForeignOwnable for GadgetPtr {
     }
 
     unsafe fn borrow<'a>(ptr: *mut c_void) -> Self::Borrowed<'a> {
-        // SAFETY: As in `from_foreign`.
-        unsafe { Self::from_foreign(ptr) }
+        Found {
+            // SAFETY: As in `from_foreign`.
+            ptr: unsafe { Self::from_foreign(ptr) },
+            _section: PhantomData,
+        }
     }
 
     unsafe fn borrow_mut<'a>(ptr: *mut c_void) -> Self::BorrowedMut<'a> {
-        // SAFETY: As in `from_foreign`.
-        unsafe { Self::from_foreign(ptr) }
+        // SAFETY: As in `borrow`.
+        unsafe { Self::borrow(ptr) }
     }
 }
 
-// SAFETY: A `GadgetPtr` owns nothing and its borrow is a copy of it: dropping
-// one invalidates no borrow. (What it points to is kept allocated for RCU
-// readers by the release path, see [`GadgetPtr::refcnt`].)
+// SAFETY: A `GadgetPtr` owns nothing and its borrow, a `Found`, is a copy of its
+// address: dropping one invalidates no borrow. (What it points to is kept
+// allocated for RCU readers by the release path, see [`Found::refcnt`].)
 unsafe impl RcuForeignOwnable for GadgetPtr {}
 
 /// A weak list of children and the lock that fences it (`struct lp_kids`).
@@ -710,16 +778,14 @@ pub(crate) fn tryget_any(gadgets: &Gadgets, id: u64) -> Result<GadgetRef> {
     loop {
         let mut state = (gadgets.flavor() == uapi::LP_FLAVOR_LOCKED).then(|| gadgets.lock.lock());
         let registry = gadgets.registry.lock();
-        let ptr = registry.get(i).ok_or(ENOENT)?;
+        let found = registry.get(i).ok_or(ENOENT)?;
         let got = match gadgets.flavor() {
             uapi::LP_FLAVOR_LOCKED => {
                 let Some(state) = state.as_mut() else {
                     continue;
                 };
-                // SAFETY: We hold the registry lock, and the borrow ends before we drop
-                // it: the release path takes that lock to unregister the gadget before
-                // it drops it.
-                let g = unsafe { ptr.as_ref() };
+                // SAFETY: We found the gadget under the registry lock, which we hold.
+                let g = unsafe { found.as_ref() };
                 if !g.is_published() {
                     return Err(ENOENT);
                 }
@@ -732,32 +798,25 @@ pub(crate) fn tryget_any(gadgets: &Gadgets, id: u64) -> Result<GadgetRef> {
             uapi::LP_FLAVOR_LOCKLESS => {
                 // SAFETY: A LOCKLESS gadget lives in an `Arc`, whose pointer
                 // `allocation()` rebuilds; the allocation is not freed while we hold
-                // the registry lock (see above); no `UniqueArc` of a gadget is ever
-                // made (LOCKLESS releases with `Arc::drop_with`).
-                let arc = unsafe { Arc::from_raw_inc_not_zero(ptr.allocation()) };
-                let Some(arc) = arc else {
-                    return Err(ENOENT);
-                };
-                // The count `from_raw_inc_not_zero` took goes to the `ARef`.
-                core::mem::forget(arc);
-                // SAFETY: We own the count just taken.
-                return Ok(unsafe { ARef::from_raw(ptr.0) });
+                // the registry lock, under which we found it (see `Found`); no
+                // `UniqueArc` of a gadget is ever made (LOCKLESS releases with
+                // `Arc::drop_with`).
+                let arc = unsafe { Arc::from_raw_inc_not_zero(found.allocation()) };
+                // The count `from_raw_inc_not_zero` took goes to the `ARef` below.
+                arc.map(core::mem::forget).is_some()
             }
             flavor => {
                 unknown_flavor(flavor);
                 // SAFETY: As in LOCKED.
-                let g = unsafe { ptr.as_ref() };
+                let g = unsafe { found.as_ref() };
                 g.is_published() && g.refcnt.inc_not_zero()
             }
         };
+        // SAFETY: If `got`, we took the count the new `ARef` owns.
+        let got = got.then(|| unsafe { found.counted() });
         drop(registry);
         drop(state);
-
-        if !got {
-            return Err(ENOENT);
-        }
-        // SAFETY: We took the count the new `ARef` owns.
-        return Ok(unsafe { ARef::from_raw(ptr.0) });
+        return got.ok_or(ENOENT);
     }
 }
 
@@ -766,29 +825,31 @@ pub(crate) fn tryget_any(gadgets: &Gadgets, id: u64) -> Result<GadgetRef> {
 /// gadget under the registry lock, then frees it only after a grace period
 /// ([`Arc::drop_with_rcu`], [`KBox::drop_rcu`]), so a gadget found here stays
 /// allocated until `rcu` is dropped, its count at zero if its release has
-/// begun: the increment fails then, as it does under the lock. Only the count is
-/// touched before the increment succeeded: the gadget itself may be mid-drop,
-/// lent out as `Pin<&mut Gadget>` by the release path. LOCKED never gets here
-/// (`lp_configure()` refuses it an RCU registry). Returns the gadget with the
-/// count taken, not yet tested for [`published`].
+/// begun: the increment fails then, as it does under the lock. What is found
+/// borrows `rcu` ([`Found`]): the increment cannot move past the end of the
+/// critical section. Only the count is touched before the increment succeeded:
+/// the gadget itself may be mid-drop, lent out as `Pin<&mut Gadget>` by the
+/// release path. LOCKED never gets here (`lp_configure()` refuses it an RCU
+/// registry). Returns the gadget with the count taken, not yet tested for
+/// [`published`].
 fn tryget_rcu(gadgets: &Gadgets, rcu: &rcu::Guard, i: usize) -> Option<GadgetRef> {
-    let ptr = gadgets.registry.load(rcu, i)?;
+    let found = gadgets.registry.load(rcu, i)?;
     let got = if gadgets.flavor() == uapi::LP_FLAVOR_LOCKLESS {
         // SAFETY: A LOCKLESS gadget lives in an `Arc`, whose pointer
         // `allocation()` rebuilds. The allocation outlives `rcu`: the release path
         // frees it with `Arc::drop_with_rcu`, after the gadget left the registry in
         // which we found it, in this read-side critical section. No `UniqueArc` of a
         // gadget is ever made.
-        let arc = unsafe { Arc::from_raw_inc_not_zero(ptr.allocation()) };
+        let arc = unsafe { Arc::from_raw_inc_not_zero(found.allocation()) };
         // The count `from_raw_inc_not_zero` took goes to the `ARef` below.
         arc.map(core::mem::forget).is_some()
     } else {
-        // SAFETY: We found the gadget in an RCU-mode registry within this read-side
-        // critical section, and the borrow ends in this statement, inside it.
-        unsafe { ptr.refcnt() }.inc_not_zero()
+        // SAFETY: We found the gadget in this read-side critical section, in a
+        // registry whose RCU mode our caller read inside it.
+        unsafe { found.refcnt() }.inc_not_zero()
     };
-    // SAFETY: We own the count just taken.
-    got.then(|| unsafe { ARef::from_raw(ptr.0) })
+    // SAFETY: If `got`, we took the count the new `ARef` owns.
+    got.then(|| unsafe { found.counted() })
 }
 
 /// The gadget a TRYGET took a count of, unless it is not published yet, tested
