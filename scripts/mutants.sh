@@ -34,6 +34,16 @@
 # check can kill (an ordering x86 and TCG hide): no boot; it survives if
 # that check passes.
 #
+# A mutant with a "Stage: boot" line skips the litmus code check: its
+# claim is that the boot sees it (KASAN, with the window widened in the
+# mutant itself), which a kill by the litmus check would hide.
+#
+# A mutant with a "Compile-error: EXXXX" line in its header is one the
+# Rust compiler must reject (a borrow that would outlive the lock or RCU
+# read-side critical section it came from): it is built and nothing
+# else, and killed only if the build fails with that error code; a
+# build that succeeds is a survivor, another build error an error.
+#
 # A mutant whose diff changes kernel-config/patches/ (a bug in one of our
 # Rust-for-Linux patches) needs its own kernel: after the litmus check it
 # builds the copy's debug kernel in a scratch cache, build/mutants/NAME/
@@ -247,6 +257,12 @@ fresh_copy() {
 # tests_of PATCH: its Tests: glob.
 tests_of() { header "$1" | sed -n 's/^Tests:[[:space:]]*//p' | head -n1; }
 
+# stage_of PATCH: its Stage: line ("boot": no litmus code check).
+stage_of() { header "$1" | sed -n 's/^Stage:[[:space:]]*//p' | head -n1; }
+
+# compile_error_of PATCH: its Compile-error: code, if the compiler must reject it.
+compile_error_of() { header "$1" | sed -n 's/^Compile-error:[[:space:]]*//p' | head -n1; }
+
 # baseline TESTS: the unmutated checkout must pass TESTS, or no kill
 # proves anything (a failure it shares with every mutant is not a kill).
 # With kernel-patch mutants to judge, the kernel's KUnit suites run too.
@@ -295,8 +311,24 @@ run_mutant() {
 		why="the patch does not apply: $(tail -n1 "$dir/log")"
 		return
 	fi
+	local cerr
+	cerr=$(compile_error_of "$patch")
+	if [ -n "$cerr" ]; then
+		# Its claim is that the compiler rejects it: the build, nothing else.
+		if "$src/scripts/modules.sh" "$kind" >>"$dir/log" 2>&1; then
+			status=SURVIVED
+			why="it builds: the compiler was to reject it with error[$cerr]"
+		elif grep -q "error\[$cerr\]" "$dir/log"; then
+			status=killed
+			why="rustc $(grep -m1 "error\[$cerr\]" "$dir/log" | cut -c1-140)"
+		else
+			why="the build fails, but not with error[$cerr]: $(grep -m1 -E 'error' "$dir/log" | cut -c1-100)"
+		fi
+		return
+	fi
 	# Stage 1, seconds: the litmus code check.
-	if ! python3 "$src/scripts/litmus_code.py" "$src" >"$dir/litmus.out" 2>&1; then
+	if [ "$(stage_of "$patch")" != boot ] &&
+		! python3 "$src/scripts/litmus_code.py" "$src" >"$dir/litmus.out" 2>&1; then
 		status=killed
 		why="litmus code check: $(grep -m1 '^FAIL' "$dir/litmus.out" | sed 's/^FAIL //' |
 			tr '\r\n|' '  /' | cut -c1-150)"
