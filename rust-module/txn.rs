@@ -20,25 +20,18 @@
 //! [`CondVar::with_wait`], not `CondVar::wait()`: the waker takes no lock, so the
 //! committer must queue itself before it reads `t_updates`.
 //!
-//! COMMIT's waits are killable, as C's: `j_commit_mutex` is a [`KillableMutex`]
-//! (7.3's `kernel::sync::Mutex` has no killable lock) and the drain sleeps
-//! `TASK_KILLABLE`.
+//! COMMIT's waits are killable, as C's: `j_commit_mutex` is taken with
+//! `Mutex::lock_killable()` and the drain sleeps `TASK_KILLABLE`.
 
-use core::pin::Pin;
 use kernel::{
-    bindings,
-    error::to_result,
-    new_spinlock,
+    new_mutex, new_spinlock,
     prelude::*,
-    str::CStr,
     sync::{
         atomic::{Atomic, Full, Relaxed},
         barrier::{smp_mb, Read},
-        new_condvar, new_rwlock, CondVar, LockClassKey, Mutex, MutexGuard, RwLock,
-        RwLockWriteGuard, SpinLock, WaitState,
+        new_condvar, new_rwlock, CondVar, Mutex, RwLock, RwLockWriteGuard, SpinLock, WaitState,
     },
     time::{msecs_to_jiffies, Instant, Monotonic},
-    types::Opaque,
 };
 
 use crate::uapi;
@@ -73,75 +66,6 @@ pub(crate) struct TxnHandle {
     pub(crate) credits: u32,
 }
 
-/// Creates a [`KillableMutex`] initialiser with a lockdep class of its own, as
-/// `mutex_init()` does for each call site in C.
-macro_rules! new_killable_mutex {
-    ($name:literal) => {
-        KillableMutex::new(
-            ::kernel::optional_name!($name),
-            ::kernel::static_lock_class!(),
-        )
-    };
-}
-
-/// A `struct mutex` guarding nothing, locked with `mutex_lock_killable()`:
-/// `j_commit_mutex`.
-///
-/// 7.3's [`Mutex`] has no killable lock, and its `struct mutex` is private. This
-/// holds the bare `struct mutex` and hands out the guard of the [`Mutex<()>`]
-/// that `Mutex::from_raw()` makes of it, so that unlocking (dropping the guard)
-/// is `Mutex`'s own.
-///
-/// # Invariants
-///
-/// `mutex` was initialised by `__mutex_init()`.
-#[pin_data]
-struct KillableMutex {
-    #[pin]
-    mutex: Opaque<bindings::mutex>,
-}
-
-// SAFETY: A `struct mutex` may be locked from any thread, and unlocked by the
-// thread that locked it, which the guard ensures (it is not `Send`). It guards no
-// data.
-unsafe impl Send for KillableMutex {}
-// SAFETY: As above, from several threads at once: what a mutex is for.
-unsafe impl Sync for KillableMutex {}
-
-impl KillableMutex {
-    /// Returns an initialiser for an unlocked mutex; use [`new_killable_mutex!`].
-    fn new(name: &'static CStr, key: Pin<&'static LockClassKey>) -> impl PinInit<Self> {
-        pin_init!(Self {
-            // SAFETY: `slot` is valid for writes while the closure runs; `name` and
-            // `key` are static, as lockdep requires.
-            // INVARIANT: `__mutex_init()` initialises `mutex`.
-            mutex <- Opaque::ffi_init(|slot| unsafe {
-                bindings::__mutex_init(slot, name.as_char_ptr(), key.as_ptr())
-            }),
-        })
-    }
-
-    /// `mutex_lock_killable()`: sleeps until the mutex is free (`TASK_KILLABLE`),
-    /// then takes it; `EINTR` if a fatal signal came first.
-    fn lock_killable(&self) -> Result<MutexGuard<'_, ()>> {
-        let m = self.mutex.get();
-        // With lockdep, `mutex_lock_killable()` is a macro: this is its expansion.
-        #[cfg(CONFIG_DEBUG_LOCK_ALLOC)]
-        // SAFETY: `m` is an initialised mutex (type invariant), pinned in `self`; a
-        // null `nest_lock` is what the macro passes.
-        let ret = unsafe { bindings::_mutex_lock_killable(m, 0, core::ptr::null_mut()) };
-        #[cfg(not(CONFIG_DEBUG_LOCK_ALLOC))]
-        // SAFETY: `m` is an initialised mutex (type invariant), pinned in `self`.
-        let ret = unsafe { bindings::mutex_lock_killable(m) };
-        to_result(ret)?;
-        // SAFETY: `m` is an initialised `struct mutex` (type invariant) that lives,
-        // pinned, as long as `self`, which the returned guard borrows.
-        let mutex = unsafe { Mutex::<()>::from_raw(m) };
-        // SAFETY: This task owns `mutex`: `mutex_lock_killable()` returned 0.
-        Ok(unsafe { MutexGuard::new(mutex, ()) })
-    }
-}
-
 /// An arena's transaction (`struct lp_txn`).
 #[pin_data]
 pub(crate) struct Txn {
@@ -156,7 +80,7 @@ pub(crate) struct Txn {
     t_handle_lock: SpinLock<()>,
     /// Serializes the COMMITs of one arena.
     #[pin]
-    j_commit_mutex: KillableMutex,
+    j_commit_mutex: Mutex<()>,
     /// Handles running in the transaction.
     t_updates: Atomic<i32>,
     /// Credits granted to running handles (and, for a moment, requests being
@@ -198,7 +122,7 @@ impl Txn {
             ),
             j_wait_updates <- new_condvar!("lp_txn.j_wait_updates"),
             t_handle_lock <- new_spinlock!((), "lp_txn.t_handle_lock"),
-            j_commit_mutex <- new_killable_mutex!("lp_txn.j_commit_mutex"),
+            j_commit_mutex <- new_mutex!((), "lp_txn.j_commit_mutex"),
             t_updates: Atomic::new(0),
             t_outstanding_credits: Atomic::new(0),
             t_max_wait: Atomic::new(0),
