@@ -14,17 +14,16 @@
 
 use core::{cell::UnsafeCell, pin::Pin};
 use kernel::{
-    new_mutex, new_spinlock,
+    new_mutex, new_rwsem, new_spinlock,
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},
-        Arc, Mutex, SpinLock,
+        Arc, Mutex, RwSem, SpinLock,
     },
 };
 
 use crate::{
     gadget::{self, GadgetRef, Gadgets},
-    rwsem::{new_rwsem, RwSem},
     txn::{Txn, TxnHandle},
     uapi,
 };

@@ -23,13 +23,12 @@
 
 use core::{mem::size_of, pin::Pin};
 use kernel::{
-    bindings,
     fs::File,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     prelude::*,
     sync::{
         atomic::{Acquire, Relaxed},
-        rcu, SpinLockIrq,
+        rcu,
     },
     time::{Instant, Monotonic},
     transmute::{AsBytes, FromBytes},
@@ -522,35 +521,6 @@ fn lp_run_one(
     }
 }
 
-/// `fatal_signal_pending(current)`: Rust 7.3 has `Task::signal_pending()` only.
-///
-/// Tests `SIGKILL` in the task's pending set under `current->sighand->siglock`,
-/// which every sender holds while it sets a bit there (`sigaddset()`, a plain
-/// `|=`). C's `__fatal_signal_pending()` reads the word without the lock, a data
-/// race the kernel tolerates and Rust may not; an atomic load would not make it
-/// one either, since the stores it races with are plain. The lock is taken only
-/// once `signal_pending()` said a signal is pending, so a RUN that gets no signal
-/// never takes it, and RUN stops on a fatal signal exactly as C's does.
-pub(crate) fn fatal_signal_pending() -> bool {
-    let task = kernel::current!();
-    if !task.signal_pending() {
-        return false;
-    }
-    let p = task.as_ptr();
-    // SAFETY: `p` is the current task, alive while it runs. A task's `sighand` is
-    // replaced only by the task itself (exec's `de_thread()`) and cleared only
-    // after it exited, so this read of it races with nothing, and it points to a
-    // live `sighand_struct` whose `siglock` is an initialised spinlock for as long
-    // as we use it (C takes it as `spin_lock_irq(&current->sighand->siglock)`).
-    let siglock = unsafe { SpinLockIrq::<()>::from_raw(&raw mut (*(*p).sighand).siglock) };
-    let _guard = siglock.lock();
-    // SAFETY: `p` is alive (above). Every write to a task's pending set is made
-    // with its `siglock` held, as we hold it now, so this plain read races with no
-    // write; it reads through the raw place and makes no reference.
-    let word = unsafe { (*p).pending.signal.sig[0] };
-    word & (1 << (bindings::SIGKILL - 1)) != 0
-}
-
 /// `lp_run()`: answers `LP_IOC_RUN`, a loop of one op in the caller's context.
 ///
 /// GET_PUT, GET_PUT_REFCOUNT, LOOKUP_PUT and NEW_PUT hold their own reference
@@ -623,7 +593,7 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
             continue;
         }
         // Dying: nobody will read the answer (no -EINTR in the contract).
-        if fatal_signal_pending() {
+        if kernel::current!().fatal_signal_pending() {
             return Err(EINTR);
         }
         kernel::task::might_sleep();

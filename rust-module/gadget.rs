@@ -29,22 +29,19 @@
 use core::{marker::PhantomData, mem::ManuallyDrop, pin::Pin, ptr::NonNull};
 use kernel::{
     ffi::c_void,
-    impl_has_rcu_head, new_mutex, new_spinlock,
+    impl_has_rcu_head, new_mutex, new_rwsem, new_spinlock,
     prelude::*,
     sync::{
         aref::{ARef, AlwaysRefCounted},
         atomic::{Acquire, Atomic, Full, Relaxed, Release},
         rcu::{self, RcuHead},
-        Arc, ArcBorrow, LockedBy, Mutex, Refcount, SpinLock,
+        Arc, ArcBorrow, LockedBy, Mutex, Refcount, RwSem, SpinLock,
     },
     types::ForeignOwnable,
     xarray::{AllocKind, RcuForeignOwnable, XArray},
 };
 
-use crate::{
-    rwsem::{new_rwsem, RwSem},
-    uapi,
-};
+use crate::uapi;
 
 /// Gadgets alive in the whole module, all arenas together (`IDENTIFY.live_gadgets`):
 /// counted from the allocation in [`Gadget::alloc`] until the gadget's drop, the
@@ -1057,8 +1054,8 @@ unsafe fn put_kref_lock(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> bool {
 }
 
 /// `lp_put_kref_rwsem()`: `kref_put_rwsem()`, the article's exercise,
-/// `refcount_dec_and_mutex_lock()` written out for `RwSem`, which is not a `Lock`
-/// backend: lock-free while the count is above one (`Refcount::dec_not_one()`);
+/// `refcount_dec_and_mutex_lock()` written out for `RwSem`, step by step as C
+/// writes it: lock-free while the count is above one (`Refcount::dec_not_one()`);
 /// otherwise the owner is pinned ([`owner_pin`]), `down_write()` fences off
 /// readers of the list, which upgrade weak references under `down_read()`, and
 /// the 1 -> 0 step is `dec_and_test()` under it.

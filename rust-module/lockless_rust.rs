@@ -7,10 +7,7 @@
 //! `gadget.rs` <-> `gadget.c` (the reference-counting flavors), `rmw.rs` <->
 //! `rmw.c` (the cmpxchg loops), `txn.rs` <-> `txn.c` (jbd2's transaction),
 //! `arena.rs` <-> `arena.c` (the open file's arena and its handles).
-//! `rwsem.rs` and `rwlock.rs` are the `rw_semaphore` and `rwlock_t`
-//! abstractions Rust-for-Linux 7.3 lacks, `waitqueue.rs` the wait queue jbd2's
-//! drain needs and `kernel::sync::CondVar` cannot express, and `uapi.rs` brings
-//! in the bindgen view of `shared-tests/lockless_uapi.h`.
+//! `uapi.rs` brings in the bindgen view of `shared-tests/lockless_uapi.h`.
 
 use kernel::prelude::*;
 
@@ -18,11 +15,8 @@ mod arena;
 mod device;
 mod gadget;
 mod rmw;
-mod rwlock;
-mod rwsem;
 mod txn;
 mod uapi;
-mod waitqueue;
 
 module! {
     type: LocklessRust,

@@ -13,40 +13,28 @@
 //! `j_max_transaction_buffers`, and COMMIT locks the transaction, drains
 //! `t_updates` to zero and opens the next one (tid + 1) in its place.
 //!
-//! `j_state_lock` is an `rwlock_t` ([`RwLock`], `rwlock.rs`, which
-//! Rust-for-Linux 7.3 lacks) protecting what jbd2 writes only under
-//! `write_lock()` ([`TxnState`]); `t_updates` and `t_outstanding_credits` are
-//! atomics, changed under the shared side or under no lock at all. The drain
-//! sleeps on `j_wait_updates` through `waitqueue.rs`, not
-//! `kernel::sync::CondVar`: the waker takes no lock, so the committer must queue
-//! itself before it reads `t_updates`, which `CondVar` cannot do.
+//! `j_state_lock` is an `rwlock_t` ([`RwLock`]) protecting what jbd2 writes
+//! only under `write_lock()` ([`TxnState`]); `t_updates` and
+//! `t_outstanding_credits` are atomics, changed under the shared side or under no
+//! lock at all. The drain sleeps on `j_wait_updates` through
+//! [`CondVar::with_wait`], not `CondVar::wait()`: the waker takes no lock, so the
+//! committer must queue itself before it reads `t_updates`.
 //!
-//! COMMIT's waits are killable, as C's: `j_commit_mutex` is a [`KillableMutex`]
-//! (7.3's `kernel::sync::Mutex` has no killable lock) and the drain sleeps
-//! `TASK_KILLABLE`.
+//! COMMIT's waits are killable, as C's: `j_commit_mutex` is taken with
+//! `Mutex::lock_killable()` and the drain sleeps `TASK_KILLABLE`.
 
-use core::pin::Pin;
 use kernel::{
-    bindings,
-    error::to_result,
-    new_spinlock,
+    new_mutex, new_spinlock,
     prelude::*,
-    str::CStr,
     sync::{
         atomic::{Atomic, Full, Relaxed},
         barrier::{smp_mb, Read},
-        LockClassKey, Mutex, MutexGuard, SpinLock,
+        new_condvar, new_rwlock, CondVar, Mutex, RwLock, RwLockWriteGuard, SpinLock, WaitState,
     },
     time::{msecs_to_jiffies, Instant, Monotonic},
-    types::Opaque,
 };
 
-use crate::{
-    device::fatal_signal_pending,
-    rwlock::{new_rwlock, RwLock, RwLockWriteGuard},
-    uapi,
-    waitqueue::{new_wait_queue_head, schedule_timeout, WaitQueueHead},
-};
+use crate::uapi;
 
 /// What `j_state_lock` protects: the fields jbd2 writes only under
 /// `write_lock(j_state_lock)`, read under either side.
@@ -78,75 +66,6 @@ pub(crate) struct TxnHandle {
     pub(crate) credits: u32,
 }
 
-/// Creates a [`KillableMutex`] initialiser with a lockdep class of its own, as
-/// `mutex_init()` does for each call site in C.
-macro_rules! new_killable_mutex {
-    ($name:literal) => {
-        KillableMutex::new(
-            ::kernel::optional_name!($name),
-            ::kernel::static_lock_class!(),
-        )
-    };
-}
-
-/// A `struct mutex` guarding nothing, locked with `mutex_lock_killable()`:
-/// `j_commit_mutex`.
-///
-/// 7.3's [`Mutex`] has no killable lock, and its `struct mutex` is private. This
-/// holds the bare `struct mutex` and hands out the guard of the [`Mutex<()>`]
-/// that `Mutex::from_raw()` makes of it, so that unlocking (dropping the guard)
-/// is `Mutex`'s own.
-///
-/// # Invariants
-///
-/// `mutex` was initialised by `__mutex_init()`.
-#[pin_data]
-struct KillableMutex {
-    #[pin]
-    mutex: Opaque<bindings::mutex>,
-}
-
-// SAFETY: A `struct mutex` may be locked from any thread, and unlocked by the
-// thread that locked it, which the guard ensures (it is not `Send`). It guards no
-// data.
-unsafe impl Send for KillableMutex {}
-// SAFETY: As above, from several threads at once: what a mutex is for.
-unsafe impl Sync for KillableMutex {}
-
-impl KillableMutex {
-    /// Returns an initialiser for an unlocked mutex; use [`new_killable_mutex!`].
-    fn new(name: &'static CStr, key: Pin<&'static LockClassKey>) -> impl PinInit<Self> {
-        pin_init!(Self {
-            // SAFETY: `slot` is valid for writes while the closure runs; `name` and
-            // `key` are static, as lockdep requires.
-            // INVARIANT: `__mutex_init()` initialises `mutex`.
-            mutex <- Opaque::ffi_init(|slot| unsafe {
-                bindings::__mutex_init(slot, name.as_char_ptr(), key.as_ptr())
-            }),
-        })
-    }
-
-    /// `mutex_lock_killable()`: sleeps until the mutex is free (`TASK_KILLABLE`),
-    /// then takes it; `EINTR` if a fatal signal came first.
-    fn lock_killable(&self) -> Result<MutexGuard<'_, ()>> {
-        let m = self.mutex.get();
-        // With lockdep, `mutex_lock_killable()` is a macro: this is its expansion.
-        #[cfg(CONFIG_DEBUG_LOCK_ALLOC)]
-        // SAFETY: `m` is an initialised mutex (type invariant), pinned in `self`; a
-        // null `nest_lock` is what the macro passes.
-        let ret = unsafe { bindings::_mutex_lock_killable(m, 0, core::ptr::null_mut()) };
-        #[cfg(not(CONFIG_DEBUG_LOCK_ALLOC))]
-        // SAFETY: `m` is an initialised mutex (type invariant), pinned in `self`.
-        let ret = unsafe { bindings::mutex_lock_killable(m) };
-        to_result(ret)?;
-        // SAFETY: `m` is an initialised `struct mutex` (type invariant) that lives,
-        // pinned, as long as `self`, which the returned guard borrows.
-        let mutex = unsafe { Mutex::<()>::from_raw(m) };
-        // SAFETY: This task owns `mutex`: `mutex_lock_killable()` returned 0.
-        Ok(unsafe { MutexGuard::new(mutex, ()) })
-    }
-}
-
 /// An arena's transaction (`struct lp_txn`).
 #[pin_data]
 pub(crate) struct Txn {
@@ -155,13 +74,13 @@ pub(crate) struct Txn {
     j_state_lock: RwLock<TxnState>,
     /// The drain's wait queue: the last STOP wakes the committer.
     #[pin]
-    j_wait_updates: WaitQueueHead,
+    j_wait_updates: CondVar,
     /// TXN_HANDLE_LOCK only: the drain's check and EXTEND's add-check-undo.
     #[pin]
     t_handle_lock: SpinLock<()>,
     /// Serializes the COMMITs of one arena.
     #[pin]
-    j_commit_mutex: KillableMutex,
+    j_commit_mutex: Mutex<()>,
     /// Handles running in the transaction.
     t_updates: Atomic<i32>,
     /// Credits granted to running handles (and, for a moment, requests being
@@ -201,9 +120,9 @@ impl Txn {
                 },
                 "lp_txn.j_state_lock"
             ),
-            j_wait_updates <- new_wait_queue_head!("lp_txn.j_wait_updates"),
+            j_wait_updates <- new_condvar!("lp_txn.j_wait_updates"),
             t_handle_lock <- new_spinlock!((), "lp_txn.t_handle_lock"),
-            j_commit_mutex <- new_killable_mutex!("lp_txn.j_commit_mutex"),
+            j_commit_mutex <- new_mutex!((), "lp_txn.j_commit_mutex"),
             t_updates: Atomic::new(0),
             t_outstanding_credits: Atomic::new(0),
             t_max_wait: Atomic::new(0),
@@ -346,9 +265,9 @@ impl Txn {
     ///
     /// `atomic_dec_and_test()` (`fetch_sub(Full)`) is fully ordered: the credits
     /// given back, and everything the handle did, are visible before its
-    /// decrement. `wake_up()` needs no transaction lock because the committer
-    /// queued itself on `j_wait_updates` ([`Wait::prepare_to_wait`], under the
-    /// wait-queue lock) before it read `t_updates`, and `wake_up()` takes the same
+    /// decrement. `wake_up()` (`notify_one()`) needs no transaction lock because
+    /// the committer queued itself on `j_wait_updates` ([`prepare_to_wait`], under
+    /// the wait-queue lock) before it read `t_updates`, and `wake_up()` takes the same
     /// wait-queue lock: if the waker's critical section comes first, the
     /// decrement before it is visible to the committer's read after its own
     /// acquisition of that lock; if the committer's comes first, the waker finds
@@ -356,14 +275,14 @@ impl Txn {
     /// `shared-tests/litmus/jbd2-drain-wakeup.litmus`, which still answers
     /// `Never` with a relaxed decrement and no `set_current_state()` barrier).
     ///
-    /// [`Wait::prepare_to_wait`]: crate::waitqueue::Wait::prepare_to_wait
+    /// [`prepare_to_wait`]: kernel::sync::WaitEntry::prepare_to_wait
     pub(crate) fn stop(&self, h: TxnHandle) -> u32 {
         // `h.credits` <= the credit limit <= LP_TXN_CREDITS_MAX: fits an `i32`.
         // C's `atomic_sub()`: Rust 7.3 has no `sub()`, the unused fetch is the same.
         self.t_outstanding_credits
             .fetch_sub(h.credits as i32, Relaxed);
         if self.t_updates.fetch_sub(1, Full) == 1 {
-            self.j_wait_updates.wake_up();
+            self.j_wait_updates.notify_one();
         }
         h.credits
     }
@@ -413,7 +332,7 @@ impl Txn {
     ///
     /// Each round queues the task on `j_wait_updates` *before* reading
     /// `t_updates`; see [`Txn::stop`] for why that makes a lock-free waker
-    /// safe. A round is one [`WaitQueueHead::with_wait`]: its entry is unlinked
+    /// safe. A round is one [`CondVar::with_wait`]: its entry is unlinked
     /// (`finish_wait()`) when the round ends, on every path: after the lock was
     /// retaken when it slept.
     ///
@@ -422,10 +341,10 @@ impl Txn {
     /// woke the task, and that STOP may also land after the timer fired but before
     /// the task runs again. So the loop goes round once more and checks
     /// `t_updates`, as `wait_event_timeout()` does. The sleep is `TASK_KILLABLE`
-    /// ([`Wait::prepare_to_wait`]): a fatal signal wakes it and ends the drain
+    /// ([`prepare_to_wait`]): a fatal signal wakes it and ends the drain
     /// (the task is dying and never sees `EINTR`).
     ///
-    /// [`Wait::prepare_to_wait`]: crate::waitqueue::Wait::prepare_to_wait
+    /// [`prepare_to_wait`]: kernel::sync::WaitEntry::prepare_to_wait
     fn wait_updates(
         &self,
         state: &mut RwLockWriteGuard<'_, TxnState>,
@@ -438,7 +357,7 @@ impl Txn {
             let end = self.j_wait_updates.with_wait(|wait| {
                 let handle_lock = is_locked(state).then(|| self.t_handle_lock.lock());
                 // Queue first, then check: a STOP after this sees us on the queue.
-                wait.prepare_to_wait();
+                wait.prepare_to_wait(WaitState::Killable);
                 if self.t_updates.load(Relaxed) == 0 {
                     drop(handle_lock);
                     return Some(Ok(()));
@@ -447,10 +366,12 @@ impl Txn {
                 if left == 0 {
                     return Some(Err(ETIMEDOUT));
                 }
-                left = state.do_unlocked(|| schedule_timeout(left));
+                left = state.do_unlocked(|| wait.schedule_timeout(left));
                 *slept = slept.wrapping_add(1);
                 // Ran out (`left == 0`) or not, the next round checks `t_updates`.
-                fatal_signal_pending().then_some(Err(EINTR))
+                kernel::current!()
+                    .fatal_signal_pending()
+                    .then_some(Err(EINTR))
             });
             if let Some(ret) = end {
                 return ret;

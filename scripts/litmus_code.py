@@ -195,9 +195,10 @@ RUST_METHODS = {
     "dec_and_test": ("fetch_sub", REL_ACQ),
     # the registry's XArray, under its lock (Gadget::release)
     "remove": ("erase", None),
-    # waitqueue.rs
+    # CondVar::with_wait()'s entry (kernel::sync::WaitEntry) and
+    # CondVar::notify_one(), which is C's wake_up()
     "prepare_to_wait": ("prepare_to_wait", None),
-    "wake_up": ("wake_up", None),
+    "notify_one": ("wake_up", None),
 }
 # Rust path calls: name -> list of (kind, ordering, arg index of the name).
 RUST_PATHS = {
@@ -211,11 +212,6 @@ RUST_PATHS = {
     "Arc::from_raw_inc_not_zero": [("inc_not_zero", "relaxed", 0)],
     "core::ptr::read_volatile": [("read", "once", 0)],
     "list_remove": [("unlink", None, None)],
-    # The C helpers waitqueue.rs calls through bindings.
-    "bindings::__wake_up": [("wake_up", None, 0)],
-    "bindings::prepare_to_wait": [("prepare_to_wait", None, 0)],
-    "bindings::prepare_to_wait_event": [("prepare_to_wait", None, 0)],
-    "bindings::prepare_to_wait_exclusive": [("prepare_to_wait", None, 0)],
 }
 RUST_BARRIER = {"Read": "rmb", "Write": "wmb", "Full": "mb"}
 

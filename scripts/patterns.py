@@ -475,8 +475,8 @@ def local_callees(src, f):
             spec = '%s %s::%s' % (src.r_methods[(owner, name)], owner, name)
         elif kind == 'method' and name not in TRAIT_METHODS:
             # Another receiver: ours if one type of rust-module/ alone
-            # has the method (wait.prepare_to_wait()), not if several do
-            # (.read(): RwLock's, RwSem's; Refcount's is the kernel's).
+            # has the method (arena.txn.commit()), not if several do; a
+            # kernel type's (.read() of RwLock, RwSem) is none of ours.
             types = [t for (t, n) in src.r_methods if n == name]
             if len(types) == 1:
                 spec = '%s %s::%s' % (src.r_methods[(types[0], name)], types[0], name)
@@ -485,8 +485,8 @@ def local_callees(src, f):
             ty = owner if ty == 'Self' else ty
             if (ty, name) in src.r_methods:
                 spec = '%s %s::%s' % (src.r_methods[(ty, name)], ty, name)
-            elif qual.split('::')[0] in ('gadget', 'rmw', 'txn', 'arena', 'device',
-                                         'waitqueue', 'rwlock', 'rwsem') and name in src.r_free:
+            elif qual.split('::')[0] in ('gadget', 'rmw', 'txn', 'arena', 'device') \
+                    and name in src.r_free:
                 spec = '%s %s' % (src.r_free[name], name)
         if spec and spec.split(' ', 1)[1] != f.func and spec not in out:
             out.append(spec)
@@ -676,7 +676,7 @@ PROSE = {
 C_NOUNS = {'mutex': ('mutex_lock', 'mutex_lock_killable'),
            'spinlock': ('spin_lock',)}
 # Rust type words and the type they are declared as.
-TYPE_ALIAS = {'WaitQueue': 'WaitQueueHead'}
+TYPE_ALIAS = {'WaitQueue': 'CondVar'}
 
 
 def column_terms(text, lang):
