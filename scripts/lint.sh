@@ -44,7 +44,8 @@ done
 # the cwd's .git is ours, not the kernel's (checkpatch would look kernel
 # commit ids up in it, and run spdxcheck.py, which wants the kernel's git
 # and python3-ply). FILE_PATH_CHANGES ("does MAINTAINERS need updating?")
-# is ignored: a new file under rust/ is the RUST entry's (F: rust/).
+# is ignored: a new file under rust/ or samples/rust/ is the RUST entry's
+# (F: rust/, F: samples/rust/).
 for p in kernel-config/patches/*.patch; do
 	[ -e "$p" ] || continue
 	check "checkpatch --strict $p" env GIT_DIR=/nonexistent \
