@@ -20,7 +20,8 @@ becomes NAME <EMAIL> (and a Signed-off-by: of NAME is added, as
 "[PATCH n/N]". No Message-Id, In-Reply-To or References: git send-email
 makes the thread. The cover letter is the hand-written prose of the
 template (the motivation, one paragraph per patch keyed by the patch's
-file name without its number, the results), the base TEXT, the shortlog
+file name without its number, the results; {patch:TEXT} in them becomes
+the number of the one patch whose file name has TEXT), the base TEXT, the shortlog
 and the combined diffstat of PRISTINE against PATCHED (the files the
 series touches, before and after it), computed with diff(1) and printed
 as `git diff --stat=72 --summary` prints it.
@@ -248,6 +249,39 @@ def parse_template(path):
     return blocks
 
 
+def number_refs(text, patches, where):
+    """{patch:TEXT} -> the series number of the one patch whose slug has TEXT."""
+    def sub(m):
+        key = m.group(1)
+        hits = [n for n, p in enumerate(patches, 1) if key in p.slug]
+        if len(hits) != 1:
+            die(f'{where}: {{patch:{key}}} names {len(hits)} patches of the '
+                'series, not one: fix the reference in the template')
+        return str(hits[0])
+    return re.sub(r'\{patch:([^}]+)\}', sub, text)
+
+
+def reflow(text):
+    """Rewrap the prose paragraphs of TEXT at WIDTH, keeping their indent
+    and "- " bullets; a paragraph with a line indented by 4 or more (a
+    table) or with an underline (a heading) stays as written."""
+    out = []
+    for para in re.split(r'\n[ \t]*\n', text):
+        lines = para.split('\n')
+        if any(re.match(r'^ {4}', l) or re.match(r'^\s*[-=]{3,}\s*$', l)
+               for l in lines):
+            out.append(para)
+            continue
+        lead = re.match(r'^(\s*(?:[-*] )?)', lines[0]).group(1)
+        words = ' '.join(l.strip() for l in lines)[len(lead.strip()):].split()
+        out.append(textwrap.fill(' '.join(words), width=WIDTH,
+                                 initial_indent=lead,
+                                 subsequent_indent=' ' * len(lead),
+                                 break_long_words=False,
+                                 break_on_hyphens=False))
+    return '\n\n'.join(out)
+
+
 def scale_linear(it, width, max_change):
     return 0 if not it else 1 + it * (width - 1) // max_change
 
@@ -391,7 +425,8 @@ def cmd_write(args, paths):
 
     # The cover letter.
     width = len(str(total))
-    body = [tmpl['intro'], '']
+    tname = args['--template']
+    body = [reflow(number_refs(tmpl['intro'], patches, f'{tname} @intro')), '']
     slugs = {p.slug for p in patches}
     for n, p in enumerate(patches, 1):
         para = tmpl['patch'].get(p.slug)
@@ -399,6 +434,7 @@ def cmd_write(args, paths):
             notes.append(f'{p.name}: no "@patch {p.slug}" paragraph in '
                          f'{args["--template"]}: the cover letter gives its subject only')
             para = p.subject + '.'
+        para = number_refs(para, patches, f'{tname} @patch {p.slug}')
         label = f'{n:>{width}}. '
         if n > 1:
             body.append('')
@@ -410,7 +446,7 @@ def cmd_write(args, paths):
     for slug in sorted(set(tmpl['patch']) - slugs):
         notes.append(f'{args["--template"]}: "@patch {slug}" matches no file of '
                      'kernel-config/patches/ (renamed or dropped?)')
-    body += ['', tmpl['results'], '',
+    body += ['', reflow(number_refs(tmpl['results'], patches, f'{tname} @results')), '',
              textwrap.fill(' '.join(args['--base'].split()), width=WIDTH,
                            break_long_words=False, break_on_hyphens=False),
              '']
