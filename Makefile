@@ -10,7 +10,7 @@
 
 S := scripts
 
-.PHONY: help check soak fuzz kcsan-control mutants demo bench study study-check series shell lint litmus toolchain kernel modules guest clean distclean
+.PHONY: help check soak fuzz kcsan-control mutants demo bench study study-check series series-check shell lint litmus toolchain kernel modules guest clean distclean
 
 help:
 	@echo "make demo       boot the guest, load both modules, print their answers side by side"
@@ -33,6 +33,9 @@ help:
 	@echo "                every pattern's section and code panes; screenshot: build/study/screenshot.png"
 	@echo "make series     build/series/: kernel-config/patches/ as a git format-patch series with a cover"
 	@echo "                letter, signed off as your git config user.name/user.email; checkpatch --strict"
+	@echo "make series-check  every prefix of the series applies to the pristine tree, builds (debug config)"
+	@echo "                and boots with its KUnit doctests passing; not in make check (an hour or more);"
+	@echo "                SERIES_KEEP=1 keeps its scratch tree"
 	@echo "make shell      boot the guest to a busybox shell with both .ko files and the test driver"
 	@echo "make lint       checkpatch --strict, sparse (C=2), rustfmt --check, clippy"
 	@echo "make litmus     check the article's ordering claims with herd7 and the kernel's memory model,"
@@ -82,6 +85,9 @@ study-check: study
 
 series:
 	@$(S)/series.sh
+
+series-check:
+	@$(S)/series_check.sh
 
 shell: guest
 	@$(S)/qemu.sh shell debug
