@@ -21,7 +21,7 @@
 #
 # The patches are copied first (build/series-check/patches/), so that
 # one edited meanwhile does not change the run. Logs per step in
-# build/series-check/. The scratch tree (~3 GB) is removed at the end
+# build/series-check/. The scratch tree (~2.5 GB) is removed at the end
 # unless SERIES_KEEP=1.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
