@@ -116,22 +116,6 @@ fi
 
 lp_say "kernel ($kind): building with LLVM=1 -j$jobs (~10 min cold; log: ${log/#$LP_CACHE_IN/\$LP_CACHE/work})"
 start=$SECONDS
-make O="$kdir" LLVM=1 -j"$jobs" >>"$log" 2>&1 &
-pid=$!
-trap 'kill $pid 2>/dev/null' EXIT
-while kill -0 $pid 2>/dev/null; do
-	for _ in $(seq 60); do
-		sleep 1
-		kill -0 $pid 2>/dev/null || break
-	done
-	kill -0 $pid 2>/dev/null || break
-	lp_say "kernel ($kind): still building, $(((SECONDS - start) / 60)) min, at: $(tail -n1 "$log" | cut -c1-70)"
-done
-if ! wait $pid; then
-	trap - EXIT
-	grep -E 'error|Error' "$log" | head -n 20 >&2 || true
-	lp_die "kernel ($kind) build failed after $((SECONDS - start)) s; full log: $log"
-fi
-trap - EXIT
+lp_make_watched "kernel ($kind)" "$log" O="$kdir" LLVM=1 -j"$jobs"
 echo "$khash" >"$kdir/.lp-stamp"
 lp_say "kernel ($kind) built in $((SECONDS - start)) s: $kdir/arch/x86/boot/bzImage"

@@ -203,6 +203,32 @@ lp_kind_fragments() {
 	printf '%s\n' "$LP_REPO/kernel-config/$kind.config"
 }
 
+# lp_make_watched WHAT LOG MAKE_ARGS...: make MAKE_ARGS in the background,
+# output appended to LOG, with a line each minute ("WHAT: still building,
+# N min, at: <LOG's last line>"); on failure, LOG's errors and die.
+lp_make_watched() {
+	local what=$1 log=$2 start=$SECONDS pid
+	shift 2
+	make "$@" >>"$log" 2>&1 &
+	pid=$!
+	# shellcheck disable=SC2064 # the pid now, not at exit
+	trap "kill $pid 2>/dev/null" EXIT
+	while kill -0 "$pid" 2>/dev/null; do
+		for _ in $(seq 60); do
+			sleep 1
+			kill -0 "$pid" 2>/dev/null || break
+		done
+		kill -0 "$pid" 2>/dev/null || break
+		lp_say "$what: still building, $(((SECONDS - start) / 60)) min, at: $(tail -n1 "$log" | cut -c1-70)"
+	done
+	if ! wait "$pid"; then
+		trap - EXIT
+		grep -E 'error|Error' "$log" | head -n 20 >&2 || true
+		lp_die "$what: build failed after $((SECONDS - start)) s; full log: $log"
+	fi
+	trap - EXIT
+}
+
 # lp_kernel_hash KIND: what decides whether kernel KIND must be rebuilt.
 # KIND is "debug" (make check) or another fragment in kernel-config/.
 lp_kernel_hash() {

@@ -90,24 +90,7 @@ if [ -n "${LP_CACHE_IN:-}" ]; then
 				lp_die "the options above did not survive Kconfig"
 			}
 		fi
-		start=$SECONDS
-		make -C "$src" O="$bld" LLVM=1 -j"$jobs" >>"$log" 2>&1 &
-		pid=$!
-		trap 'kill $pid 2>/dev/null' EXIT
-		while kill -0 $pid 2>/dev/null; do
-			for _ in $(seq 60); do
-				sleep 1
-				kill -0 $pid 2>/dev/null || break
-			done
-			kill -0 $pid 2>/dev/null || break
-			lp_say "  still building, $(((SECONDS - start) / 60)) min, at: $(tail -n1 "$log" | cut -c1-70)"
-		done
-		if ! wait $pid; then
-			trap - EXIT
-			grep -E 'error|Error' "$log" | head -n 20 >&2 || true
-			lp_die "the build failed after $((SECONDS - start)) s; log: ${log#"$LP_REPO"/}"
-		fi
-		trap - EXIT
+		lp_make_watched "  $name" "$log" -C "$src" O="$bld" LLVM=1 -j"$jobs"
 		[ -f "$bld/arch/x86/boot/bzImage" ] || lp_die "make succeeded but left no bzImage"
 		;;
 	*) lp_die "usage (inside the root): series_check.sh prepare | apply PATCH | build PATCH" ;;
