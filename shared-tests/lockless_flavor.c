@@ -940,7 +940,8 @@ TEST_F_TIMEOUT(flavor, handle_ops_race_the_put_of_their_handle,
 	__u32 child, filler, fill[64];
 	__u64 ok = 0, ebadf = 0;
 	struct lp_arena_stat as;
-	int i, n = nr_cpus(), round;
+	unsigned long long round;
+	int i, n = nr_cpus();
 
 	ASSERT_LE(2, n);
 	if (n > 64)
@@ -948,8 +949,8 @@ TEST_F_TIMEOUT(flavor, handle_ops_race_the_put_of_their_handle,
 	sh.lookup = has_child_list(variant->flavor);
 	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &filler, NULL));
 	/* More rounds, up to ten times as many, while no op met the PUT. */
-	for (round = 0; round < LPU_HANDLE_RACE_ROUNDS ||
-	     (!sh.raced && round < 10 * LPU_HANDLE_RACE_ROUNDS); round++) {
+	for (round = 0; round < sizes.handle_rounds ||
+	     (!sh.raced && round < 10 * sizes.handle_rounds); round++) {
 		/* At most one new handle per user at a time: n slots. */
 		for (i = 0; i < n; i++)
 			ASSERT_EQ(0, lpu_get(self->fd, filler, &fill[i]));
@@ -982,7 +983,7 @@ TEST_F_TIMEOUT(flavor, handle_ops_race_the_put_of_their_handle,
 	EXPECT_NE(0, ok);
 	EXPECT_NE(0, ebadf);
 	EXPECT_NE(0, sh.raced);
-	TH_LOG("%d rounds: %llu ops before the handle's PUT, %llu after it",
+	TH_LOG("%llu rounds: %llu ops before the handle's PUT, %llu after it",
 	       round, (unsigned long long)ok,
 	       (unsigned long long)ebadf);
 	TH_LOG("%llu ops began while the PUT was in flight",

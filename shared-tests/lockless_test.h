@@ -67,6 +67,7 @@
  *                 LPU_RACE_ROUNDS, only while an interleaving is unseen
  *   race_children short-lived children per creator thread in the
  *                 ioctl-driven final-put race
+ *   handle_rounds rounds of the handle-ops-vs-PUT race (~0.03 s each)
  *   storm_ioctls  ioctl get/put pairs per thread in a storm
  *   storm_run     in-kernel get/put pairs per thread in a storm
  *   rmw_run       in-kernel RMW ops per thread in the contention tests
@@ -82,6 +83,7 @@ struct lpu_sizes {
 	unsigned long long chain_depth;
 	unsigned long long race_puts;
 	unsigned long long race_children;
+	unsigned long long handle_rounds;
 	unsigned long long storm_ioctls;
 	unsigned long long storm_run;
 	unsigned long long rmw_run;
@@ -89,8 +91,8 @@ struct lpu_sizes {
 };
 
 static const struct lpu_sizes lpu_presets[] = {
-	{ "quick", 1000, 2000, 1000, 300, 20000, 50000, 300 },
-	{ "full", 100000, 100000, 3000, 1000, 50000, 100000, 3000 },
+	{ "quick", 1000, 1000, 500, 20, 300, 20000, 50000, 300 },
+	{ "full", 100000, 100000, 3000, 40, 1000, 50000, 100000, 3000 },
 };
 
 static struct lpu_sizes sizes;
@@ -121,9 +123,9 @@ static void __attribute__((constructor)) read_sizes(void)
 		sizes.chain_depth = 2;
 	printf("# sizes: preset=%s chain_depth=%llu race_puts=%llu",
 	       sizes.preset, sizes.chain_depth, sizes.race_puts);
-	printf(" race_children=%llu storm_ioctls=%llu storm_run=%llu rmw_run=%llu",
-	       sizes.race_children, sizes.storm_ioctls, sizes.storm_run,
-	       sizes.rmw_run);
+	printf(" race_children=%llu handle_rounds=%llu storm_ioctls=%llu",
+	       sizes.race_children, sizes.handle_rounds, sizes.storm_ioctls);
+	printf(" storm_run=%llu rmw_run=%llu", sizes.storm_run, sizes.rmw_run);
 	printf(" txn_commits=%llu\n", sizes.txn_commits);
 	fflush(stdout);
 }
@@ -161,8 +163,6 @@ static void __attribute__((constructor)) read_sizes(void)
 #define LPU_TXN_RACE_S		60
 /* Slow tests get this many seconds instead of the harness's 30. */
 #define LPU_SLOW_TIMEOUT		300
-/* Rounds of the handle-vs-PUT race, per flavor and module (~0.2 s each). */
-#define LPU_HANDLE_RACE_ROUNDS	40
 
 /* ---- thin ioctl wrappers: 0 or -errno ---------------------------------- */
 
