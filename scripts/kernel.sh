@@ -56,9 +56,13 @@ if [ ! -f "$src/.lp-ready" ]; then
 	done
 	touch "$src.tmp/.lp-ready"
 	mv "$src.tmp" "$src"
-	# Older sources are dead weight (~1.5 GB each).
+	# Older sources are dead weight (~1.5 GB each), unless a kernel of
+	# another kind was built from one: a check on that kind may be
+	# running, and its judge reads kunit_parser from that tree.
 	for old in "$LP_CACHE_IN"/src-*; do
-		[ "$old" = "$src" ] || rm -rf "$old"
+		[ "$old" = "$src" ] && continue
+		grep -qsxF "${old##*/src-}" "$LP_CACHE_IN"/kernel-*/.lp-src ||
+			rm -rf "$old"
 	done
 fi
 
