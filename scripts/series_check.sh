@@ -74,7 +74,7 @@ if [ -n "${LP_CACHE_IN:-}" ]; then
 			# The options whose Kconfig entry a later patch of the series
 			# adds (the samples') cannot be set yet: left out, and said.
 			later=$(for p in "$snap"/*.patch; do
-				[[ ${p##*/} > $name ]] && cat "$p"
+				if [[ ${p##*/} > $name ]]; then cat "$p"; fi
 			done | sed -n 's/^+\(menu\)\{0,1\}config \([A-Za-z0-9_]*\)$/\2/p' | sort -u)
 			cat "${frags[@]}" |
 				awk -v later="$later" 'BEGIN { n = split(later, l, "\n"); for (i = 1; i <= n; i++) skip["CONFIG_" l[i]] = 1 }
