@@ -58,11 +58,16 @@ if [ ! -f "$src/.lp-ready" ]; then
 	mv "$src.tmp" "$src"
 	# Older sources are dead weight (~1.5 GB each), unless a kernel of
 	# another kind was built from one: a check on that kind may be
-	# running, and its judge reads kunit_parser from that tree.
+	# running, and its judge reads kunit_parser from that tree. This
+	# kind's kernel is about to be rebuilt from $src.
+	others=()
+	for f in "$LP_CACHE_IN"/kernel-*/.lp-src; do
+		[ -f "$f" ] && [ "$f" != "$kdir/.lp-src" ] && others+=("$f")
+	done
 	for old in "$LP_CACHE_IN"/src-*; do
 		[ "$old" = "$src" ] && continue
-		grep -qsxF "${old##*/src-}" "$LP_CACHE_IN"/kernel-*/.lp-src ||
-			rm -rf "$old"
+		[ ${#others[@]} -gt 0 ] && grep -qxF "${old##*/src-}" "${others[@]}" && continue
+		rm -rf "$old"
 	done
 fi
 
