@@ -34,7 +34,7 @@ help:
 	@echo "make series     build/series/: kernel-config/patches/ as a git format-patch series with a cover"
 	@echo "                letter, signed off as your git config user.name/user.email; checkpatch --strict"
 	@echo "make series-check  every prefix of the series applies to the pristine tree, builds (debug config)"
-	@echo "                and boots with its KUnit doctests passing; not in make check (an hour or more);"
+	@echo "                and boots with its KUnit doctests passing; not in make check (~40 min idle);"
 	@echo "                SERIES_KEEP=1 keeps its scratch tree"
 	@echo "make shell      boot the guest to a busybox shell with both .ko files and the test driver"
 	@echo "make lint       checkpatch --strict, sparse (C=2), rustfmt --check, clippy"
