@@ -49,6 +49,7 @@ static_assert(sizeof(struct lp_identify) ==
 	      LP_F(lp_identify, live_handles) +
 	      LP_F(lp_identify, txn_flavors) +
 	      LP_F(lp_identify, registries) +
+	      LP_F(lp_identify, delay_points) +
 	      LP_F(lp_identify, reserved));
 static_assert(sizeof(struct lp_configure) ==
 	      LP_F(lp_configure, flavor) +
@@ -150,6 +151,10 @@ static_assert(sizeof(struct lp_txn_stat) ==
 	      LP_F(lp_txn_stat, overshoots) +
 	      LP_F(lp_txn_stat, credits_hwm) +
 	      LP_F(lp_txn_stat, reserved));
+static_assert(sizeof(struct lp_delay) ==
+	      LP_F(lp_delay, points) +
+	      LP_F(lp_delay, usecs) +
+	      LP_F(lp_delay, reserved));
 #undef LP_F
 
 #define LP_ALL_FLAVORS	((1u << LP_FLAVOR_COUNT) - 1)
@@ -255,11 +260,14 @@ static long lp_identify(void __user *argp)
 	id.live_gadgets = atomic64_read(&lp_live_gadgets);
 	id.live_arenas = atomic64_read(&lp_live_arenas);
 	id.live_handles = atomic64_read(&lp_live_handles);
+	id.delay_points = LP_DELAY_POINTS;
 	return lp_copy_out(argp, &id, sizeof(id));
 }
 
 /*
- * CONFIGURE may be repeated until the first NEW. A TRYGET that read the
+ * CONFIGURE may be repeated until the first NEW succeeds, and only while
+ * no gadget exists: a gadget's flavor and registry mode, which its put
+ * reads, cannot change under it. A TRYGET that read the
  * registry mode RCU just before a CONFIGURE set it back to LOCK must not
  * meet a gadget that LOCK mode frees at once: TRYGET reads the mode inside
  * its read-side critical section, and such a CONFIGURE waits for a grace
@@ -284,7 +292,7 @@ static long lp_configure(struct lp_arena *arena, void __user *argp)
 		return -EOPNOTSUPP;
 
 	down_write(&arena->config_rwsem);
-	if (arena->configured) {
+	if (arena->configured || atomic_read(&arena->nr_gadgets)) {
 		err = -EBUSY;
 	} else {
 		was_rcu = arena->registry_mode == LP_REGISTRY_RCU;
@@ -327,6 +335,7 @@ static long lp_new(struct lp_arena *arena, void __user *argp)
 		err = PTR_ERR(g);
 		goto out;
 	}
+	lp_delay(arena, LP_DELAY_NEW_ALLOC);
 	err = lp_handle_reserve(arena, &n.handle);
 	if (err)
 		goto out_discard;
@@ -421,6 +430,7 @@ static long lp_tryget(struct lp_arena *arena, void __user *argp)
 	err = lp_gadget_tryget(arena, a.id, &g);
 	if (err)
 		return err;
+	lp_delay(arena, LP_DELAY_TRYGET_HELD);
 	return lp_handle_new(arena, g, argp, &a, sizeof(a), &a.handle);
 }
 
@@ -952,6 +962,27 @@ out:
 	return err;
 }
 
+/*
+ * The race tests' window widener (not part of the contract): which points
+ * of this arena stall, and for how long; lp_delay() reads both.
+ */
+static long lp_delay_ioctl(struct lp_arena *arena, void __user *argp)
+{
+	struct lp_delay d;
+	int err;
+
+	err = lp_copy_in(d, argp);
+	if (err)
+		return err;
+	if (d.points & ~LP_DELAY_POINTS || d.usecs > LP_DELAY_USECS_MAX)
+		return -EINVAL;
+	if (!LP_DELAY_POINTS)
+		return -EOPNOTSUPP;
+	WRITE_ONCE(arena->delay_usecs, d.usecs);
+	WRITE_ONCE(arena->delay_points, d.points);
+	return 0;
+}
+
 static long lp_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
 	struct lp_arena *arena = file->private_data;
@@ -992,6 +1023,8 @@ static long lp_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return lp_txn_commit_ioctl(arena, argp);
 	case LP_IOC_TXN_STAT:
 		return lp_txn_stat_ioctl(arena, argp);
+	case LP_IOC_DELAY:
+		return lp_delay_ioctl(arena, argp);
 	default:
 		return -ENOTTY;
 	}

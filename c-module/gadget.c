@@ -568,6 +568,9 @@ static void lp_gadget_free(struct lp_gadget *g)
  * lp_gadget_put() - drop one reference, releasing what reaches zero
  * @g: the gadget; the caller's reference is consumed
  *
+ * Context: may sleep (the owner's mutex or rw_semaphore of a slow put,
+ * cond_resched() between released gadgets), whatever the flavor.
+ *
  * Releasing a gadget drops its reference to the parent, which may cascade
  * up the tree. The cascade is a loop, not a recursion: constant stack for
  * any depth, and the pin a slow put took on the owner (lp_owner_pin()) is
@@ -581,6 +584,7 @@ unsigned int lp_gadget_put(struct lp_gadget *g)
 	struct lp_gadget *parent, *pin;
 	unsigned int released = 0;
 
+	might_sleep();
 	while (g) {
 		pin = NULL;
 		if (!lp_put_one(g, &pin)) {
@@ -744,13 +748,17 @@ static bool lp_gadget_get_unless_zero(struct lp_gadget *g)
  * (refcount_inc_not_zero_acquire()); kfree_rcu() instead costs a rcu_head
  * per gadget and keeps freed memory for a grace period.
  *
- * Return: 0, or -ENOENT if no gadget has @id or its count reached zero.
+ * Return: 0, or -ENOENT if no gadget has @id (or @id does not fit an
+ * unsigned long, the registry's index) or its count reached zero.
  */
 int lp_gadget_tryget(struct lp_arena *arena, u64 id, struct lp_gadget **g)
 {
 	struct lp_gadget *found;
 	bool locked, got = false;
 
+	/* An id no unsigned long holds (32-bit) names no gadget. */
+	if (id != (unsigned long)id)
+		return -ENOENT;
 	rcu_read_lock();
 	if (READ_ONCE(arena->registry_mode) == LP_REGISTRY_RCU) {
 		found = xa_load(&arena->registry, id);

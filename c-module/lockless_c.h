@@ -7,6 +7,8 @@
 #define _LOCKLESS_C_H
 
 #include <linux/atomic.h>
+#include <linux/bits.h>
+#include <linux/delay.h>
 #include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
@@ -203,6 +205,8 @@ struct lp_txn_entry {
  *		 one update counted in &lp_txn.t_updates and holding the
  *		 table's reference to the entry; a reserved (XA_ZERO_ENTRY)
  *		 slot reads as none, as in @handles
+ * @delay_points: LP_IOC_DELAY's bitmask of enum lp_delay_point (lp_delay())
+ * @delay_usecs: LP_IOC_DELAY's stall
  * @txn_handles_lock: held only to look an entry up and take a reference
  *		      to it (EXTEND) and to take it out (STOP, close()), so
  *		      that the table's reference cannot be dropped between
@@ -240,7 +244,29 @@ struct lp_arena {
 	struct xarray txn_handles;
 	struct mutex txn_handles_lock;	/* lookup + get vs take */
 	atomic_t nr_txn_handles;
+	u32 delay_points;
+	u32 delay_usecs;
 };
+
+/* The enum lp_delay_point values LP_IOC_DELAY accepts in this build. */
+#define LP_DELAY_POINTS \
+	(IS_ENABLED(CONFIG_DEBUG_KERNEL) ? BIT(LP_DELAY_COUNT) - 1 : 0)
+
+/**
+ * lp_delay() - stall here if the arena's race test asked for it
+ * @arena: the arena
+ * @point: an enum lp_delay_point, reached where the caller may sleep
+ *
+ * Widens a window of a few instructions to LP_IOC_DELAY's stall, so that
+ * a race test meets it under TCG. Compiled out without
+ * CONFIG_DEBUG_KERNEL (the perf kernels make bench counts on).
+ */
+static inline void lp_delay(struct lp_arena *arena, unsigned int point)
+{
+	if (!(LP_DELAY_POINTS & READ_ONCE(arena->delay_points) & BIT(point)))
+		return;
+	fsleep(READ_ONCE(arena->delay_usecs));
+}
 
 /*
  * Gadgets alive in the whole module, all arenas together

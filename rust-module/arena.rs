@@ -87,6 +87,13 @@ pub(crate) fn txn_entry_alloc() -> Result<TxnEntry> {
     Arc::pin_init(new_spinlock!(None, "lp_txn_entry.lock"), GFP_KERNEL_ACCOUNT)
 }
 
+/// The `enum lp_delay_point` values LP_IOC_DELAY accepts.
+pub(crate) const DELAY_POINTS: u32 = if cfg!(CONFIG_DEBUG_KERNEL) {
+    (1 << uapi::LP_DELAY_COUNT) - 1
+} else {
+    0
+};
+
 /// RACY_INC's counter (C's `racy`): KCSAN's negative control.
 ///
 /// Concurrent RUNs of RACY_INC read and write it with plain accesses and no lock:
@@ -119,6 +126,10 @@ pub(crate) struct Arena {
     /// taken from it.
     #[pin]
     pub(crate) handles: Mutex<Handles<GadgetRef>>,
+    /// LP_IOC_DELAY's points.
+    pub(crate) delay_points: Atomic<u32>,
+    /// LP_IOC_DELAY's stall, in microseconds.
+    pub(crate) delay_usecs: Atomic<u32>,
     /// The article's `atomic_t` variable.
     pub(crate) var: Atomic<i32>,
     /// jbd2's `t_max_wait` after the patch (lockless).
@@ -234,6 +245,15 @@ impl<T> Handles<T> {
 }
 
 impl Arena {
+    /// `lp_delay()`.
+    pub(crate) fn delay(&self, point: u32) {
+        if DELAY_POINTS & self.delay_points.load(Relaxed) & (1 << point) == 0 {
+            return;
+        }
+        let usecs = self.delay_usecs.load(Relaxed);
+        kernel::time::delay::fsleep(kernel::time::Delta::from_micros(i64::from(usecs)));
+    }
+
     /// `lp_open()`'s arena: allocated, initialised, and counted in [`LIVE_ARENAS`]
     /// until its drop.
     pub(crate) fn new_boxed() -> Result<Pin<KBox<Self>>> {
@@ -248,6 +268,8 @@ impl Arena {
             config <- new_rwsem!((), "lp_arena.config_rwsem"),
             gadgets <- Gadgets::new(),
             handles <- new_mutex!(Handles::new(), "lp_arena.handles_lock"),
+            delay_points: Atomic::new(0),
+            delay_usecs: Atomic::new(0),
             var: Atomic::new(0),
             max_wait: Atomic::new(0),
             max_locked <- new_spinlock!(0, "lp_arena.max_lock"),

@@ -36,7 +36,7 @@ use kernel::{
 };
 
 use crate::{
-    arena::{self, Arena, LIVE_ARENAS, LIVE_HANDLES},
+    arena::{self, Arena, DELAY_POINTS, LIVE_ARENAS, LIVE_HANDLES},
     gadget::{self, Gadget, GadgetRef, LIVE_GADGETS},
     rmw,
     txn::{Txn, TxnHandle},
@@ -97,6 +97,7 @@ impl_reserved!(
     uapi::lp_txn_extend,
     uapi::lp_txn_commit,
     uapi::lp_txn_stat,
+    uapi::lp_delay,
 );
 
 /// `lp_copy_in()`: copies in an ioctl struct and checks that its reserved area is
@@ -171,6 +172,7 @@ fn lp_identify(arg: UserPtr) -> Result<isize> {
         live_handles: LIVE_HANDLES.load(Relaxed) as u64,
         txn_flavors: ALL_TXN_FLAVORS,
         registries: ALL_REGISTRIES,
+        delay_points: DELAY_POINTS,
         ..Default::default()
     };
     for (dst, src) in id.name.iter_mut().zip(c"lockless_rust".to_bytes()) {
@@ -232,6 +234,7 @@ fn lp_new(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let _config = arena.config.read();
     // On failure from here on, dropping `g` unpublished is `lp_gadget_discard()`.
     let g = Gadget::alloc(&arena.gadgets, parent.as_deref())?;
+    arena.delay(uapi::LP_DELAY_NEW_ALLOC);
     n.handle = arena.handle_reserve()?;
     n.id = g.id;
     if let Err(e) = copy_out(writer, &n) {
@@ -270,7 +273,9 @@ fn lp_lookup(arena: &Arena, arg: UserPtr) -> Result<isize> {
 
 fn lp_tryget(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut a, writer) = copy_in::<uapi::lp_tryget>(arg)?;
-    let g = gadget::tryget(&arena.gadgets, a.id)?;
+    let g = gadget::tryget_any(&arena.gadgets, a.id)?;
+    arena.delay(uapi::LP_DELAY_TRYGET_HELD);
+    let g = gadget::published(g)?;
     handle_new(arena, g, writer, &mut a, |a, h| a.handle = h)
 }
 
@@ -714,6 +719,19 @@ fn lp_txn_stat_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
     copy_out(writer, &s)
 }
 
+fn lp_delay_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
+    let (d, _) = copy_in::<uapi::lp_delay>(arg)?;
+    if d.points & !DELAY_POINTS != 0 || d.usecs > uapi::LP_DELAY_USECS_MAX {
+        return Err(EINVAL);
+    }
+    if DELAY_POINTS == 0 {
+        return Err(EOPNOTSUPP);
+    }
+    arena.delay_usecs.store(d.usecs, Relaxed);
+    arena.delay_points.store(d.points, Relaxed);
+    Ok(0)
+}
+
 #[vtable]
 impl MiscDevice for Arena {
     type Ptr = Pin<KBox<Self>>;
@@ -751,6 +769,7 @@ impl MiscDevice for Arena {
             uapi::LP_IOC_TXN_EXTEND => lp_txn_extend_ioctl(arena, arg),
             uapi::LP_IOC_TXN_COMMIT => lp_txn_commit_ioctl(arena, arg),
             uapi::LP_IOC_TXN_STAT => lp_txn_stat_ioctl(arena, arg),
+            uapi::LP_IOC_DELAY => lp_delay_ioctl(arena, arg),
             _ => Err(ENOTTY),
         }
     }

@@ -59,6 +59,7 @@ no_padding!(
         live_handles,
         txn_flavors,
         registries,
+        delay_points,
         reserved
     },
     lp_configure {
@@ -177,6 +178,11 @@ no_padding!(
         credits_hwm,
         reserved
     },
+    lp_delay {
+        points,
+        usecs,
+        reserved
+    },
 );
 
 plain_bytes!(
@@ -197,6 +203,7 @@ plain_bytes!(
     lp_txn_extend,
     lp_txn_commit,
     lp_txn_stat,
+    lp_delay,
 );
 
 // RUN's check interval must be a power of two, as C asserts too.

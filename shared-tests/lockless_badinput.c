@@ -103,7 +103,7 @@ struct bi_table {
 
 static const struct bi_fault bi_identify[] = {
 	BI_NULLP, BI_ROP,
-	BI_U32("reserved", EINVAL, offsetof(struct lp_identify, reserved[1]),
+	BI_U32("reserved", EINVAL, offsetof(struct lp_identify, reserved[0]),
 	       1),
 	BI_END
 };

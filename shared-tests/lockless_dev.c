@@ -77,7 +77,7 @@ TEST_F(dev, identify_rejects_bad_input)
 	struct lp_identify id;
 
 	memset(&id, 0, sizeof(id));
-	id.reserved[1] = 1;
+	id.reserved[0] = 1;
 	EXPECT_EQ(-1, ioctl(self->fd, LP_IOC_IDENTIFY, &id));
 	EXPECT_EQ(EINVAL, errno);
 

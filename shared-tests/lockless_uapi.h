@@ -339,6 +339,8 @@ enum lp_txn_state {
  *		  (gadget and transaction handles)
  * @txn_flavors: bitmask of implemented enum lp_txn_flavor values
  * @registries: bitmask of implemented enum lp_registry values
+ * @delay_points: bitmask of the enum lp_delay_point values LP_IOC_DELAY
+ *		  accepts (0 but in a CONFIG_DEBUG_KERNEL build)
  * @reserved: must be zero
  *
  * The three live counters count allocations, not what userspace can see:
@@ -359,7 +361,8 @@ struct lp_identify {
 	__u64 live_handles;
 	__u32 txn_flavors;
 	__u32 registries;
-	__u32 reserved[2];
+	__u32 delay_points;
+	__u32 reserved[1];	/* one element, not a flexible array */
 };
 
 /**
@@ -371,11 +374,15 @@ struct lp_identify {
  * @registry: in: an enum lp_registry value (0, LOCK, is the default)
  * @reserved: must be zero
  *
- * May be repeated until the arena's first LP_IOC_NEW.
+ * May be repeated until the arena's first successful LP_IOC_NEW, and
+ * only while no gadget exists, published or not (a NEW in flight, or
+ * one that failed while a TRYGET still held its gadget). In RCU mode
+ * @max_gadgets bounds the live gadgets, not the memory of released ones
+ * still waiting for a grace period.
  * Errors: -EFAULT, -EINVAL (reserved, unknown flavor or registry,
  * max_gadgets above LP_MAX_GADGETS), -EOPNOTSUPP (flavor or registry not
  * implemented by this module, LP_REGISTRY_RCU with LP_FLAVOR_LOCKED),
- * -EBUSY (a gadget was already created).
+ * -EBUSY (a NEW succeeded, or a gadget exists).
  */
 struct lp_configure {
 	__u32 flavor;
@@ -425,7 +432,12 @@ struct lp_get {
  * struct lp_put - drop a handle's reference (LP_IOC_PUT)
  * @handle: in: a handle held by this file; consumed
  * @released: out: gadgets this put released (0, or the length of the
- *            cascade: the gadget, its parent, ...)
+ *            cascade: the gadget, its parent, ...). A put that did not
+ *            release the gadget may still release ancestors: a slow put
+ *            of the kref flavors pins the parent across its unlock
+ *            (lp_owner_pin()), and if the gadget's release ran
+ *            meanwhile on another CPU, dropping that pin is the
+ *            parent's last reference.
  * @reserved: must be zero
  *
  * Errors: -EFAULT, -EINVAL, -EFAULT (read-only), -EBADF.
@@ -777,6 +789,49 @@ struct lp_txn_stat {
 	__u32 reserved[5];
 };
 
+/**
+ * enum lp_delay_point - where LP_IOC_DELAY stalls the thread that gets there
+ * @LP_DELAY_NEW_ALLOC: NEW, after the gadget is allocated (and, in Rust,
+ *			stored in the registry), before its answer is
+ *			copied out: a NEW that then fails holds an
+ *			unpublished gadget this long
+ * @LP_DELAY_TRYGET_HELD: TRYGET, after the count is taken, before the
+ *			  gadget is tested and handed out (or put again)
+ * @LP_DELAY_COUNT: the number of points
+ *
+ * A window that lasts a few instructions is never hit under TCG; a race
+ * test stalls one of its threads there, so that a missing lock, pin or
+ * check becomes a sanitizer report or a wrong count in a quick run.
+ */
+enum lp_delay_point {
+	LP_DELAY_NEW_ALLOC	= 0,
+	LP_DELAY_TRYGET_HELD	= 1,
+	LP_DELAY_COUNT
+};
+
+/* Longest LP_IOC_DELAY stall, in microseconds (-EINVAL beyond). */
+#define LP_DELAY_USECS_MAX	1000000U
+
+/**
+ * struct lp_delay - stall this arena's threads at points (LP_IOC_DELAY)
+ * @points: in: bitmask of enum lp_delay_point values to stall at; 0: none
+ * @usecs: in: how long each stall lasts, 0 to LP_DELAY_USECS_MAX
+ * @reserved: must be zero
+ *
+ * Not part of the contract: built only into modules made against a
+ * CONFIG_DEBUG_KERNEL kernel (IDENTIFY's delay_points says which points;
+ * 0: none), off in a new arena, for the race tests alone. Every thread of
+ * the arena that reaches a point in @points sleeps @usecs there.
+ * Errors: -EFAULT, -EINVAL (reserved, a point outside IDENTIFY's
+ * delay_points, usecs above LP_DELAY_USECS_MAX), -EOPNOTSUPP (no delay
+ * points in this build).
+ */
+struct lp_delay {
+	__u32 points;
+	__u32 usecs;
+	__u32 reserved[2];
+};
+
 #define LP_IOC_IDENTIFY		_IOWR(LP_IOC_MAGIC, 0x00, struct lp_identify)
 #define LP_IOC_CONFIGURE	_IOWR(LP_IOC_MAGIC, 0x01, struct lp_configure)
 #define LP_IOC_NEW		_IOWR(LP_IOC_MAGIC, 0x02, struct lp_new)
@@ -794,5 +849,11 @@ struct lp_txn_stat {
 #define LP_IOC_TXN_EXTEND	_IOWR(LP_IOC_MAGIC, 0x0e, struct lp_txn_extend)
 #define LP_IOC_TXN_COMMIT	_IOWR(LP_IOC_MAGIC, 0x0f, struct lp_txn_commit)
 #define LP_IOC_TXN_STAT		_IOWR(LP_IOC_MAGIC, 0x10, struct lp_txn_stat)
+
+/*
+ * Not part of the contract, like RACY_INC: the race tests' window
+ * widener. Its number lies outside what the differential fuzz sends.
+ */
+#define LP_IOC_DELAY		_IOWR(LP_IOC_MAGIC, 0xff, struct lp_delay)
 
 #endif /* _UAPI_LOCKLESS_PARITY_H */
