@@ -23,7 +23,10 @@ use kernel::{
 };
 
 use crate::{
-    gadget::{self, GadgetRef, Gadgets},
+    gadget::{
+        self, Flavor, GadgetRef, Gadgets, KrefLock, KrefMutex, KrefRwsem, Locked, Lockless,
+        RegLock, RegRcu, WeakCmpxchg,
+    },
     txn::{Txn, TxnHandle},
     uapi,
 };
@@ -87,7 +90,8 @@ pub(crate) fn txn_entry_alloc() -> Result<TxnEntry> {
     Arc::pin_init(new_spinlock!(None, "lp_txn_entry.lock"), GFP_KERNEL_ACCOUNT)
 }
 
-/// The `enum lp_delay_point` values LP_IOC_DELAY accepts.
+/// The `enum lp_delay_point` values LP_IOC_DELAY accepts in this build
+/// (IDENTIFY's `delay_points`): all, but without `CONFIG_DEBUG_KERNEL`.
 pub(crate) const DELAY_POINTS: u32 = if cfg!(CONFIG_DEBUG_KERNEL) {
     (1 << uapi::LP_DELAY_COUNT) - 1
 } else {
@@ -108,25 +112,179 @@ pub(crate) struct RacyCounter(pub(crate) UnsafeCell<u32>);
 // module parameter `racy_control` asks for it.
 unsafe impl Sync for RacyCounter {}
 
+/// The gadgets and gadget handles of an arena whose flavor is `F`: what CONFIGURE
+/// chooses, as a whole.
+#[pin_data]
+pub(crate) struct Typed<F: Flavor> {
+    /// The gadgets: the article v1 "gadgets_lock", the roots, the registry and
+    /// the counts (`gadget.rs`).
+    #[pin]
+    pub(crate) gadgets: Gadgets<F>,
+    /// The handles; the mutex keeps a handle's gadget alive while a reference is
+    /// taken from it.
+    #[pin]
+    handles: Mutex<Handles<GadgetRef<F>>>,
+}
+
+/// Which of the arena's [`Typed`] is live: its flavor and registry mode,
+/// converted once from the UAPI's `u32`s (CONFIGURE). Each ioctl matches it
+/// once ([`with_typed!`]) and runs code monomorphized for the flavor. LOCKED has
+/// no RCU mode.
+#[derive(Clone, Copy)]
+pub(crate) enum Choice {
+    /// `LP_FLAVOR_LOCKED`.
+    Locked,
+    /// `LP_FLAVOR_LOCKLESS`, `LP_REGISTRY_LOCK`.
+    LocklessLock,
+    /// `LP_FLAVOR_LOCKLESS`, `LP_REGISTRY_RCU`.
+    LocklessRcu,
+    /// `LP_FLAVOR_WEAK_CMPXCHG`, `LP_REGISTRY_LOCK`.
+    WeakCmpxchgLock,
+    /// `LP_FLAVOR_WEAK_CMPXCHG`, `LP_REGISTRY_RCU`.
+    WeakCmpxchgRcu,
+    /// `LP_FLAVOR_KREF_MUTEX`, `LP_REGISTRY_LOCK`.
+    KrefMutexLock,
+    /// `LP_FLAVOR_KREF_MUTEX`, `LP_REGISTRY_RCU`.
+    KrefMutexRcu,
+    /// `LP_FLAVOR_KREF_LOCK`, `LP_REGISTRY_LOCK`.
+    KrefLockLock,
+    /// `LP_FLAVOR_KREF_LOCK`, `LP_REGISTRY_RCU`.
+    KrefLockRcu,
+    /// `LP_FLAVOR_KREF_RWSEM`, `LP_REGISTRY_LOCK`.
+    KrefRwsemLock,
+    /// `LP_FLAVOR_KREF_RWSEM`, `LP_REGISTRY_RCU`.
+    KrefRwsemRcu,
+}
+
+impl Choice {
+    /// `flavor` in `registry` mode: `EINVAL` for an unknown flavor or mode,
+    /// `EOPNOTSUPP` for LOCKED with RCU.
+    pub(crate) fn new(flavor: u32, registry: u32) -> Result<Self> {
+        let rcu = match registry {
+            uapi::LP_REGISTRY_LOCK => false,
+            uapi::LP_REGISTRY_RCU => true,
+            _ => return Err(EINVAL),
+        };
+        Ok(match (flavor, rcu) {
+            (uapi::LP_FLAVOR_LOCKED, false) => Self::Locked,
+            (uapi::LP_FLAVOR_LOCKED, true) => return Err(EOPNOTSUPP),
+            (uapi::LP_FLAVOR_LOCKLESS, false) => Self::LocklessLock,
+            (uapi::LP_FLAVOR_LOCKLESS, true) => Self::LocklessRcu,
+            (uapi::LP_FLAVOR_WEAK_CMPXCHG, false) => Self::WeakCmpxchgLock,
+            (uapi::LP_FLAVOR_WEAK_CMPXCHG, true) => Self::WeakCmpxchgRcu,
+            (uapi::LP_FLAVOR_KREF_MUTEX, false) => Self::KrefMutexLock,
+            (uapi::LP_FLAVOR_KREF_MUTEX, true) => Self::KrefMutexRcu,
+            (uapi::LP_FLAVOR_KREF_LOCK, false) => Self::KrefLockLock,
+            (uapi::LP_FLAVOR_KREF_LOCK, true) => Self::KrefLockRcu,
+            (uapi::LP_FLAVOR_KREF_RWSEM, false) => Self::KrefRwsemLock,
+            (uapi::LP_FLAVOR_KREF_RWSEM, true) => Self::KrefRwsemRcu,
+            _ => return Err(EINVAL),
+        })
+    }
+}
+
+/// One [`Typed`] for each [`Choice`], all made with the arena at open(), so that
+/// CONFIGURE allocates nothing (it has no `ENOMEM`, as in C): it only changes
+/// which one is live, and only while that one is empty. The others stay empty.
+#[pin_data]
+pub(crate) struct AllTyped {
+    #[pin]
+    pub(crate) locked: Typed<Locked>,
+    #[pin]
+    pub(crate) lockless_lock: Typed<Lockless<RegLock>>,
+    #[pin]
+    pub(crate) lockless_rcu: Typed<Lockless<RegRcu>>,
+    #[pin]
+    pub(crate) weak_cmpxchg_lock: Typed<WeakCmpxchg<RegLock>>,
+    #[pin]
+    pub(crate) weak_cmpxchg_rcu: Typed<WeakCmpxchg<RegRcu>>,
+    #[pin]
+    pub(crate) kref_mutex_lock: Typed<KrefMutex<RegLock>>,
+    #[pin]
+    pub(crate) kref_mutex_rcu: Typed<KrefMutex<RegRcu>>,
+    #[pin]
+    pub(crate) kref_lock_lock: Typed<KrefLock<RegLock>>,
+    #[pin]
+    pub(crate) kref_lock_rcu: Typed<KrefLock<RegRcu>>,
+    #[pin]
+    pub(crate) kref_rwsem_lock: Typed<KrefRwsem<RegLock>>,
+    #[pin]
+    pub(crate) kref_rwsem_rcu: Typed<KrefRwsem<RegRcu>>,
+}
+
+impl AllTyped {
+    fn new() -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            locked <- Typed::new(),
+            lockless_lock <- Typed::new(),
+            lockless_rcu <- Typed::new(),
+            weak_cmpxchg_lock <- Typed::new(),
+            weak_cmpxchg_rcu <- Typed::new(),
+            kref_mutex_lock <- Typed::new(),
+            kref_mutex_rcu <- Typed::new(),
+            kref_lock_lock <- Typed::new(),
+            kref_lock_rcu <- Typed::new(),
+            kref_rwsem_lock <- Typed::new(),
+            kref_rwsem_rcu <- Typed::new(),
+        })
+    }
+}
+
+/// The arena's live [`Typed`] for the lifetime of `guard`, a borrow of the arena's
+/// `config` lock: a gadget and the `Typed<F>` it came from cannot outlive the
+/// lock side that keeps CONFIGURE from changing `F`.
+#[inline]
+pub(crate) fn typed_under<'a, G, T>(_guard: &'a G, typed: &'a T) -> &'a T {
+    typed
+}
+
+/// `match`es the arena's [`Choice`], read through `$guard` (a guard of its
+/// `config`), once: `$t` is the live `&Typed<F>`, borrowing `$guard`, and `$body`
+/// is compiled once for each flavor.
+macro_rules! with_typed {
+    ($arena:expr, $guard:expr, $t:ident => $body:expr) => {{
+        use $crate::arena::Choice as C;
+        let all = &$arena.typed;
+        let guard = &$guard;
+        match **guard {
+            C::Locked => with_typed!(@arm guard, all.locked, $t, $body),
+            C::LocklessLock => with_typed!(@arm guard, all.lockless_lock, $t, $body),
+            C::LocklessRcu => with_typed!(@arm guard, all.lockless_rcu, $t, $body),
+            C::WeakCmpxchgLock => with_typed!(@arm guard, all.weak_cmpxchg_lock, $t, $body),
+            C::WeakCmpxchgRcu => with_typed!(@arm guard, all.weak_cmpxchg_rcu, $t, $body),
+            C::KrefMutexLock => with_typed!(@arm guard, all.kref_mutex_lock, $t, $body),
+            C::KrefMutexRcu => with_typed!(@arm guard, all.kref_mutex_rcu, $t, $body),
+            C::KrefLockLock => with_typed!(@arm guard, all.kref_lock_lock, $t, $body),
+            C::KrefLockRcu => with_typed!(@arm guard, all.kref_lock_rcu, $t, $body),
+            C::KrefRwsemLock => with_typed!(@arm guard, all.kref_rwsem_lock, $t, $body),
+            C::KrefRwsemRcu => with_typed!(@arm guard, all.kref_rwsem_rcu, $t, $body),
+        }
+    }};
+    (@arm $guard:ident, $typed:expr, $t:ident, $body:expr) => {{
+        let $t = $crate::arena::typed_under($guard, &$typed);
+        $body
+    }};
+}
+pub(crate) use with_typed;
+
 /// One open file of `/dev/lockless_rust` (`struct lp_arena`).
 #[pin_data(PinnedDrop)]
 pub(crate) struct Arena {
     /// A NEW has succeeded: the flavor can no longer change. Set by NEW under
     /// `config`'s read side, read by CONFIGURE under its write side.
     pub(crate) configured: Atomic<bool>,
-    /// CONFIGURE (write) against NEWs in flight (read), so that the flavor a
-    /// gadget is made for cannot change under it.
+    /// Which of `typed` is live, the flavor CONFIGURE chose. Every ioctl that
+    /// touches a gadget holds the read side for its whole run, and sees `typed`
+    /// through it ([`with_typed!`]); CONFIGURE, which changes it, the write
+    /// side: so no gadget and no TRYGET, even of an RCU registry, ever sees its
+    /// flavor or registry mode change (C's `synchronize_rcu()` in
+    /// `lp_configure()` has nothing to wait for here).
     #[pin]
-    pub(crate) config: RwSem<()>,
-    /// The gadgets: their flavor, the article v1 "gadgets_lock", the roots, the
-    /// registry and the counts (`gadget.rs`).
+    pub(crate) config: RwSem<Choice>,
+    /// The gadgets and their handles, one [`Typed`] per flavor and mode.
     #[pin]
-    pub(crate) gadgets: Gadgets,
-    /// The handles; the mutex keeps a handle's gadget alive while a reference is
-    /// taken from it.
-    #[pin]
-    pub(crate) handles: Mutex<Handles<GadgetRef>>,
-    /// LP_IOC_DELAY's points.
+    pub(crate) typed: AllTyped,
+    /// LP_IOC_DELAY's points ([`Arena::delay`]).
     pub(crate) delay_points: Atomic<u32>,
     /// LP_IOC_DELAY's stall, in microseconds.
     pub(crate) delay_usecs: Atomic<u32>,
@@ -244,16 +402,77 @@ impl<T> Handles<T> {
     }
 }
 
-impl Arena {
-    /// `lp_delay()`.
-    pub(crate) fn delay(&self, point: u32) {
-        if DELAY_POINTS & self.delay_points.load(Relaxed) & (1 << point) == 0 {
-            return;
-        }
-        let usecs = self.delay_usecs.load(Relaxed);
-        kernel::time::delay::fsleep(kernel::time::Delta::from_micros(i64::from(usecs)));
+impl<F: Flavor> Typed<F> {
+    /// An empty `Typed<F>`, its ids from 1, at most `LP_MAX_GADGETS` gadgets.
+    fn new() -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            gadgets <- Gadgets::new(),
+            handles <- new_mutex!(Handles::new(), "lp_arena.handles_lock"),
+        })
     }
 
+    /// `lp_handle_get()`: resolves `handle` and takes a reference to its gadget
+    /// for the caller; the handle lock keeps the handle's own reference in place
+    /// meanwhile.
+    pub(crate) fn handle_get(&self, handle: u32) -> Result<GadgetRef<F>> {
+        let handles = self.handles.lock();
+        handles.get(handle).cloned().ok_or(EBADF)
+    }
+
+    /// `lp_handle_reserve()`: reserves the lowest free handle (`ENOSPC` when the
+    /// table is full): a slot that reads as no handle until
+    /// [`Typed::handle_publish`] fills it or [`Typed::handle_release`] frees it.
+    pub(crate) fn handle_reserve(&self) -> Result<u32> {
+        self.handles.lock().reserve()
+    }
+
+    /// `lp_handle_release()`: gives a reserved handle back, unused.
+    pub(crate) fn handle_release(&self, handle: u32) {
+        self.handles.lock().release(handle);
+    }
+
+    /// `lp_handle_publish()`: gives the caller's reference to `g` to the reserved
+    /// `handle`, and counts it in [`LIVE_HANDLES`].
+    pub(crate) fn handle_publish(&self, handle: u32, g: GadgetRef<F>) {
+        self.handles.lock().publish(handle, g);
+    }
+
+    /// `lp_handle_take()`: takes a handle out of the table; the caller owns its
+    /// reference. A reserved slot is not a handle yet, and is left alone.
+    pub(crate) fn handle_take(&self, handle: u32) -> Option<GadgetRef<F>> {
+        self.handles.lock().take(handle)
+    }
+
+    /// `lp_arena_release_handles()`'s gadget half: takes out and puts every
+    /// gadget handle still held, which frees every gadget.
+    fn release_handles(&self) {
+        let slots = self.handles.lock().slots.len();
+        for slot in 0..slots {
+            // `slot` < LP_MAX_HANDLES, so the handle fits a `u32`.
+            if let Some(g) = self.handle_take(slot as u32 + 1) {
+                gadget::put(g);
+            }
+        }
+    }
+
+    /// Handles in the table (`ARENA_STAT.handles`).
+    pub(crate) fn handles_held(&self) -> u32 {
+        self.handles.lock().held
+    }
+
+    /// Runs `f` on the gadget of `handle` under the handle lock, which keeps the
+    /// handle's reference in place meanwhile (STAT).
+    pub(crate) fn with_handle<T>(
+        &self,
+        handle: u32,
+        f: impl FnOnce(&GadgetRef<F>) -> T,
+    ) -> Result<T> {
+        let handles = self.handles.lock();
+        handles.get(handle).map(f).ok_or(EBADF)
+    }
+}
+
+impl Arena {
     /// `lp_open()`'s arena: allocated, initialised, and counted in [`LIVE_ARENAS`]
     /// until its drop.
     pub(crate) fn new_boxed() -> Result<Pin<KBox<Self>>> {
@@ -265,9 +484,8 @@ impl Arena {
     fn new() -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             configured: Atomic::new(false),
-            config <- new_rwsem!((), "lp_arena.config_rwsem"),
-            gadgets <- Gadgets::new(),
-            handles <- new_mutex!(Handles::new(), "lp_arena.handles_lock"),
+            config <- new_rwsem!(Choice::Locked, "lp_arena.config_rwsem"),
+            typed <- AllTyped::new(),
             delay_points: Atomic::new(0),
             delay_usecs: Atomic::new(0),
             var: Atomic::new(0),
@@ -283,36 +501,18 @@ impl Arena {
         })
     }
 
-    /// `lp_handle_get()`: resolves `handle` and takes a reference to its gadget
-    /// for the caller; the handle lock keeps the handle's own reference in place
-    /// meanwhile.
-    pub(crate) fn handle_get(&self, handle: u32) -> Result<GadgetRef> {
-        let handles = self.handles.lock();
-        handles.get(handle).cloned().ok_or(EBADF)
-    }
-
-    /// `lp_handle_reserve()`: reserves the lowest free handle (`ENOSPC` when the
-    /// table is full): a slot that reads as no handle until
-    /// [`Arena::handle_publish`] fills it or [`Arena::handle_release`] frees it.
-    pub(crate) fn handle_reserve(&self) -> Result<u32> {
-        self.handles.lock().reserve()
-    }
-
-    /// `lp_handle_release()`: gives a reserved handle back, unused.
-    pub(crate) fn handle_release(&self, handle: u32) {
-        self.handles.lock().release(handle);
-    }
-
-    /// `lp_handle_publish()`: gives the caller's reference to `g` to the reserved
-    /// `handle`, and counts it in [`LIVE_HANDLES`].
-    pub(crate) fn handle_publish(&self, handle: u32, g: GadgetRef) {
-        self.handles.lock().publish(handle, g);
-    }
-
-    /// `lp_handle_take()`: takes a handle out of the table; the caller owns its
-    /// reference. A reserved slot is not a handle yet, and is left alone.
-    pub(crate) fn handle_take(&self, handle: u32) -> Option<GadgetRef> {
-        self.handles.lock().take(handle)
+    /// `lp_delay()`: stalls here if the arena's race test asked for it
+    /// (LP_IOC_DELAY), at `point`, an `enum lp_delay_point` reached where the
+    /// caller may sleep. Widens a window of a few instructions so that a race
+    /// test meets it under TCG. Compiled out without `CONFIG_DEBUG_KERNEL` (the
+    /// perf kernels make bench counts on).
+    #[inline]
+    pub(crate) fn delay(&self, point: u32) {
+        if DELAY_POINTS & self.delay_points.load(Relaxed) & (1 << point) == 0 {
+            return;
+        }
+        let usecs = self.delay_usecs.load(Relaxed);
+        kernel::time::delay::fsleep(kernel::time::Delta::from_micros(i64::from(usecs)));
     }
 
     /// `lp_txn_handle_get()`: resolves a transaction `handle` and takes a reference
@@ -374,13 +574,7 @@ impl Arena {
     /// read their arena through pointers derived from shared borrows of it, which
     /// the drop's `&mut Arena` would invalidate.
     pub(crate) fn release_handles(&self) {
-        let slots = self.handles.lock().slots.len();
-        for slot in 0..slots {
-            // `slot` < LP_MAX_HANDLES, so the handle fits a `u32`.
-            if let Some(g) = self.handle_take(slot as u32 + 1) {
-                gadget::put(g);
-            }
-        }
+        with_typed!(self, self.config.read(), t => t.release_handles());
         let slots = self.txn_handles.lock().slots.len();
         for slot in 0..slots {
             // As above.
@@ -397,8 +591,10 @@ impl PinnedDrop for Arena {
     /// [`Arena::release_handles`] freed every gadget; the arena stops counting in
     /// [`LIVE_ARENAS`] last, just before `KBox` frees its memory.
     fn drop(self: Pin<&mut Self>) {
-        let gadgets = &self.gadgets;
-        kernel::warn_on!(gadgets.created.load(Relaxed) != gadgets.freed.load(Relaxed));
+        with_typed!(self, self.config.read(), t => {
+            let gadgets = &t.gadgets;
+            kernel::warn_on!(gadgets.created.load(Relaxed) != gadgets.freed.load(Relaxed));
+        });
         LIVE_ARENAS.fetch_sub(1, Relaxed);
     }
 }

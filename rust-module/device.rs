@@ -26,18 +26,15 @@ use kernel::{
     fs::File,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     prelude::*,
-    sync::{
-        atomic::{Acquire, Relaxed},
-        rcu,
-    },
+    sync::atomic::{Acquire, Relaxed},
     time::{Instant, Monotonic},
     transmute::{AsBytes, FromBytes},
     uaccess::{UserPtr, UserSlice, UserSliceWriter},
 };
 
 use crate::{
-    arena::{self, Arena, DELAY_POINTS, LIVE_ARENAS, LIVE_HANDLES},
-    gadget::{self, Gadget, GadgetRef, LIVE_GADGETS},
+    arena::{self, with_typed, Arena, Choice, Typed, DELAY_POINTS, LIVE_ARENAS, LIVE_HANDLES},
+    gadget::{self, Flavor, Gadget, GadgetRef, LIVE_GADGETS},
     rmw,
     txn::{Txn, TxnHandle},
     uapi,
@@ -136,20 +133,20 @@ fn write_back<T: AsBytes>(writer: UserSliceWriter, value: &T) -> Result<isize> {
 /// or nothing: reserves the handle, lets `answer` write its number into the
 /// answer and copies that out, then publishes. On failure `g` is put and
 /// nothing stays behind.
-fn handle_new<T: AsBytes>(
-    arena: &Arena,
-    g: GadgetRef,
+fn handle_new<T: AsBytes, F: Flavor>(
+    t: &Typed<F>,
+    g: GadgetRef<F>,
     writer: UserSliceWriter,
     value: &mut T,
     answer: impl FnOnce(&mut T, u32),
 ) -> Result<isize> {
-    let handle = arena.handle_reserve()?;
+    let handle = t.handle_reserve()?;
     answer(value, handle);
     if let Err(e) = copy_out(writer, value) {
-        arena.handle_release(handle);
+        t.handle_release(handle);
         return Err(e);
     }
-    arena.handle_publish(handle, g);
+    t.handle_publish(handle, g);
     Ok(0)
 }
 
@@ -181,13 +178,13 @@ fn lp_identify(arg: UserPtr) -> Result<isize> {
     copy_out(writer, &id)
 }
 
-/// `lp_configure()`. CONFIGURE may be repeated until the first NEW. A TRYGET
-/// that read the registry mode RCU just before a CONFIGURE set it back to LOCK
-/// must not meet a gadget that LOCK mode frees at once: TRYGET reads the mode
-/// inside its read-side critical section, and such a CONFIGURE waits for a grace
-/// period before it lets a NEW in (it holds `config`, which NEW takes). A TRYGET
-/// that read LOCK in an RCU arena takes the registry's lock, which is safe in
-/// either mode.
+/// `lp_configure()`. CONFIGURE may be repeated until the first NEW succeeds, and
+/// only while no gadget exists: it switches the arena's [`Choice`] of live
+/// [`Typed`], under the write side of `config`, which every ioctl that touches a
+/// gadget holds shared for its whole run. So no gadget, and no TRYGET in an RCU
+/// registry, ever sees its flavor or registry change: C's `synchronize_rcu()`
+/// when leaving RCU mode has nothing to wait for here. The ids go on from the
+/// old `Typed`'s. Nothing is allocated: every `Typed` was made at open().
 fn lp_configure(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (c, _) = copy_in::<uapi::lp_configure>(arg)?;
     if c.flavor >= uapi::LP_FLAVOR_COUNT
@@ -200,22 +197,23 @@ fn lp_configure(arena: &Arena, arg: UserPtr) -> Result<isize> {
     if c.flavor == uapi::LP_FLAVOR_LOCKED && c.registry == uapi::LP_REGISTRY_RCU {
         return Err(EOPNOTSUPP);
     }
-    let _config = arena.config.write();
-    if arena.configured.load(Relaxed) {
+    let choice = Choice::new(c.flavor, c.registry)?;
+    let mut config = arena.config.write();
+    let (live, next_id) =
+        with_typed!(arena, config, t => (t.gadgets.live(), t.gadgets.next_id.load(Relaxed)));
+    if arena.configured.load(Relaxed) || live != 0 {
         return Err(EBUSY);
     }
-    let was_rcu = arena.gadgets.registry_mode() == uapi::LP_REGISTRY_RCU;
-    arena.gadgets.flavor.store(c.flavor, Relaxed);
     let max = if c.max_gadgets != 0 {
         c.max_gadgets
     } else {
         uapi::LP_MAX_GADGETS
     };
-    arena.gadgets.max_gadgets.store(max, Relaxed);
-    arena.gadgets.registry_mode.store(c.registry, Relaxed);
-    if was_rcu && c.registry != uapi::LP_REGISTRY_RCU {
-        rcu::synchronize_rcu();
-    }
+    *config = choice;
+    with_typed!(arena, config, t => {
+        t.gadgets.max_gadgets.store(max, Relaxed);
+        t.gadgets.next_id.store(next_id, Relaxed);
+    });
     Ok(0)
 }
 
@@ -224,33 +222,42 @@ fn lp_configure(arena: &Arena, arg: UserPtr) -> Result<isize> {
 /// published and the arena marked configured. NEWs in flight hold `config`
 /// shared, so the flavor the gadget was made for cannot change under them.
 fn lp_new(arena: &Arena, arg: UserPtr) -> Result<isize> {
-    let (mut n, writer) = copy_in::<uapi::lp_new>(arg)?;
+    let (n, writer) = copy_in::<uapi::lp_new>(arg)?;
+    with_typed!(arena, arena.config.read(), t => lp_new_typed(arena, t, n, writer))
+}
+
+fn lp_new_typed<F: Flavor>(
+    arena: &Arena,
+    t: &Typed<F>,
+    mut n: uapi::lp_new,
+    writer: UserSliceWriter,
+) -> Result<isize> {
     let parent = if n.parent != uapi::LP_HANDLE_NONE {
-        Some(arena.handle_get(n.parent)?)
+        Some(t.handle_get(n.parent)?)
     } else {
         None
     };
-
-    let _config = arena.config.read();
     // On failure from here on, dropping `g` unpublished is `lp_gadget_discard()`.
-    let g = Gadget::alloc(&arena.gadgets, parent.as_deref())?;
+    let g = Gadget::alloc(&t.gadgets, parent.as_ref())?;
     arena.delay(uapi::LP_DELAY_NEW_ALLOC);
-    n.handle = arena.handle_reserve()?;
+    n.handle = t.handle_reserve()?;
     n.id = g.id;
     if let Err(e) = copy_out(writer, &n) {
-        arena.handle_release(n.handle);
+        t.handle_release(n.handle);
         return Err(e);
     }
     g.publish();
     arena.configured.store(true, Relaxed);
-    arena.handle_publish(n.handle, g);
+    t.handle_publish(n.handle, g);
     Ok(0)
 }
 
 fn lp_get(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut a, writer) = copy_in::<uapi::lp_get>(arg)?;
-    let g = arena.handle_get(a.handle)?;
-    handle_new(arena, g, writer, &mut a, |a, h| a.new_handle = h)
+    with_typed!(arena, arena.config.read(), t => {
+        let g = t.handle_get(a.handle)?;
+        handle_new(t, g, writer, &mut a, |a, h| a.new_handle = h)
+    })
 }
 
 /// `lp_put()`: PUT cannot be undone, so the answer's way back is checked before
@@ -258,50 +265,61 @@ fn lp_get(arena: &Arena, arg: UserPtr) -> Result<isize> {
 fn lp_put(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut a, writer) = copy_in::<uapi::lp_put>(arg)?;
     check_writable(arg, &a)?;
-    let g = arena.handle_take(a.handle).ok_or(EBADF)?;
-    a.released = gadget::put(g);
+    a.released = with_typed!(arena, arena.config.read(), t => {
+        gadget::put(t.handle_take(a.handle).ok_or(EBADF)?)
+    });
     write_back(writer, &a)
 }
 
 fn lp_lookup(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut a, writer) = copy_in::<uapi::lp_lookup>(arg)?;
-    let parent = arena.handle_get(a.parent)?;
-    let child = parent.lookup(a.id);
-    drop(parent);
-    handle_new(arena, child?, writer, &mut a, |a, h| a.handle = h)
+    with_typed!(arena, arena.config.read(), t => {
+        let parent = t.handle_get(a.parent)?;
+        let child = parent.lookup(a.id);
+        drop(parent);
+        handle_new(t, child?, writer, &mut a, |a, h| a.handle = h)
+    })
 }
 
 fn lp_tryget(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut a, writer) = copy_in::<uapi::lp_tryget>(arg)?;
-    let g = gadget::tryget_any(&arena.gadgets, a.id)?;
-    arena.delay(uapi::LP_DELAY_TRYGET_HELD);
-    let g = gadget::published(g)?;
-    handle_new(arena, g, writer, &mut a, |a, h| a.handle = h)
+    with_typed!(arena, arena.config.read(), t => {
+        let g = gadget::tryget_any(&t.gadgets, a.id)?;
+        arena.delay(uapi::LP_DELAY_TRYGET_HELD);
+        let g = gadget::published(g)?;
+        handle_new(t, g, writer, &mut a, |a, h| a.handle = h)
+    })
 }
 
 fn lp_stat(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut s, writer) = copy_in::<uapi::lp_stat>(arg)?;
-    {
-        let handles = arena.handles.lock();
-        let g = handles.get(s.handle).ok_or(EBADF)?;
-        s.refcount = g.refcount();
+    with_typed!(arena, arena.config.read(), t => t.with_handle(s.handle, |g| {
+        s.refcount = Gadget::refcount(g);
         s.id = g.id;
         s.parent_id = g.parent_id();
         s.children = g.children();
-    }
+    }))?;
     copy_out(writer, &s)
 }
 
 fn lp_arena_stat(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut s, writer) = copy_in::<uapi::lp_arena_stat>(arg)?;
-    s.flavor = arena.gadgets.flavor();
-    s.handles = arena.handles.lock().held;
-    // `Acquire`, paired with the gadget drop's `Release` increment: every gadget
-    // counted in `freed` was counted in `created` before, so `live` cannot wrap.
-    s.freed = arena.gadgets.freed.load(Acquire);
-    s.created = arena.gadgets.created.load(Relaxed);
+    with_typed!(arena, arena.config.read(), t => {
+        s.flavor = arena_flavor(t);
+        s.handles = t.handles_held();
+        // `Acquire`, paired with the gadget drop's `Release` increment: every
+        // gadget counted in `freed` was counted in `created` before, so `live`
+        // cannot wrap.
+        s.freed = t.gadgets.freed.load(Acquire);
+        s.created = t.gadgets.created.load(Relaxed);
+    });
     s.live = s.created.wrapping_sub(s.freed);
     copy_out(writer, &s)
+}
+
+/// The arena's `enum lp_flavor`.
+fn arena_flavor<F: Flavor>(_t: &Typed<F>) -> u32 {
+    F::ID
 }
 
 fn lp_rmw_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
@@ -318,9 +336,9 @@ fn lp_rmw_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
     write_back(writer, &r)
 }
 
-fn lp_run_id(arena: &Arena, r: &uapi::lp_run) -> u64 {
+fn lp_run_id<F: Flavor>(t: &Typed<F>, r: &uapi::lp_run) -> u64 {
     if r.value == u64::from(uapi::LP_ID_NEWEST) {
-        return arena.gadgets.next_id.load(Relaxed);
+        return t.gadgets.next_id.load(Relaxed);
     }
     r.value
 }
@@ -343,7 +361,8 @@ fn lp_run_txn_start(
 /// RUN TXN_START_STOP's iteration: a handle of its own (not in the table) with
 /// `value` credits, started and stopped at once. Returns 1 completed, 0 refused
 /// (locked for commit, or over the credit limit; counted in `failed`).
-fn lp_run_txn_start_stop(t: &mut RunTxn<'_>, r: &mut uapi::lp_run) -> Result<u64> {
+#[inline(always)]
+fn lp_run_txn_start_stop(t: &mut RunTxn<'_>, r: &mut uapi::lp_run) -> Result<u32> {
     // `lp_run()` checked `value`: 0..=LP_TXN_CREDITS_MAX.
     let nblocks = u32::try_from(r.value).map_err(|_| EINVAL)?;
     match lp_run_txn_start(t.txn, &mut t.retry_ts, nblocks) {
@@ -364,7 +383,8 @@ fn lp_run_txn_start_stop(t: &mut RunTxn<'_>, r: &mut uapi::lp_run) -> Result<u64
 /// Returns 1 completed, 0 refused (counted in `failed`): a START or an EXTEND
 /// refused because a COMMIT locked the transaction (the handle is then stopped,
 /// so that the drain can end), or an EXTEND over the limit.
-fn lp_run_txn_extend(t: &mut RunTxn<'_>, r: &mut uapi::lp_run) -> Result<u64> {
+#[inline(always)]
+fn lp_run_txn_extend(t: &mut RunTxn<'_>, r: &mut uapi::lp_run) -> Result<u32> {
     // `lp_run()` checked `value`: 1..=LP_TXN_CREDITS_MAX.
     let nblocks = u32::try_from(r.value).map_err(|_| EINVAL)?;
     let RunTxn { txn, h, retry_ts } = t;
@@ -421,17 +441,23 @@ impl Drop for RunTxn<'_> {
 
 /// `lp_run_get_put()`: LOOKUP_PUT, TRYGET_PUT: gets a gadget by id (`g`'s child,
 /// or the arena's) and puts it. Returns 1 completed, 0 gone (`ENOENT`).
-fn lp_run_get_put(arena: &Arena, r: &uapi::lp_run, g: Option<&GadgetRef>) -> Result<u64> {
+#[inline(always)]
+fn lp_run_get_put<F: Flavor>(
+    arena: &Arena,
+    t: &Typed<F>,
+    r: &uapi::lp_run,
+    g: Option<&GadgetRef<F>>,
+) -> Result<u32> {
     let other = if r.op == uapi::LP_OP_LOOKUP_PUT {
-        g.ok_or(EBADF)?.lookup(lp_run_id(arena, r))
+        g.ok_or(EBADF)?.lookup(lp_run_id(t, r))
     } else if r.op == uapi::LP_OP_TRYGET_ATOMIC_PUT {
         let atomic = arena.atomic_ctx.lock();
-        let other = gadget::tryget_any(&arena.gadgets, lp_run_id(arena, r));
+        let other = gadget::tryget_any(&t.gadgets, lp_run_id(t, r));
         drop(atomic);
         // Its put, if unpublished, may sleep: out of atomic context.
         other.and_then(gadget::published)
     } else {
-        gadget::tryget(&arena.gadgets, lp_run_id(arena, r))
+        gadget::tryget(&t.gadgets, lp_run_id(t, r))
     };
     match other {
         Ok(other) => {
@@ -445,7 +471,8 @@ fn lp_run_get_put(arena: &Arena, r: &uapi::lp_run, g: Option<&GadgetRef>) -> Res
 
 /// `lp_run_rmw()`: an RMW op's iteration `i`. Returns 1 (an RMW op always
 /// completes).
-fn lp_run_rmw(arena: &Arena, r: &mut uapi::lp_run, i: u64) -> Result<u64> {
+#[inline(always)]
+fn lp_run_rmw(arena: &Arena, r: &mut uapi::lp_run, i: u64) -> Result<u32> {
     // The RUN handle of an RMW op is the step between operands. As in C, plain
     // arithmetic: `value` <= LP_RMW_VALUE_MAX, `i` < LP_RUN_MAX_ITERATIONS and
     // `step` < 2^32 keep the sum below 2^63, so it cannot wrap.
@@ -464,34 +491,36 @@ fn lp_run_rmw(arena: &Arena, r: &mut uapi::lp_run, i: u64) -> Result<u64> {
     Ok(1)
 }
 
-/// `lp_run_one()`: one iteration of a RUN loop. Returns 1 completed, 0 not.
-fn lp_run_one(
+/// `lp_run_one()`: one iteration of a RUN loop. Returns 1 completed, 0 not: a
+/// `Result<u32>`, which comes back in a register, as C's `int` does.
+///
+/// Out of line, as clang compiles C's `lp_run_one()`, and with the helpers of
+/// its arms inlined, as clang inlines C's (`lp_run_get_put()`, `lp_run_rmw()`,
+/// `lp_run_txn_*()`): the two RUN loops then cost the same (EMPTY's row), and
+/// every row compares the ops alone.
+#[inline(never)]
+fn lp_run_one<F: Flavor>(
     arena: &Arena,
+    typed: &Typed<F>,
     r: &mut uapi::lp_run,
-    g: Option<&GadgetRef>,
+    g: Option<&GadgetRef<F>>,
     t: &mut RunTxn<'_>,
     i: u64,
-) -> Result<u64> {
+) -> Result<u32> {
     match r.op {
-        uapi::LP_OP_GET_PUT => {
+        // GET_PUT_REFCOUNT: LOCKLESS's get and put are already `refcount_t`'s
+        // (`Arc`'s), the like-for-like row of C's `lp_gadget_get_refcount()`.
+        uapi::LP_OP_GET_PUT | uapi::LP_OP_GET_PUT_REFCOUNT => {
             gadget::put(g.ok_or(EBADF)?.clone());
             Ok(1)
         }
-        uapi::LP_OP_GET_PUT_REFCOUNT => {
-            let g = g.ok_or(EBADF)?;
-            // SAFETY: `lp_run()` refused GET_PUT_REFCOUNT (`EOPNOTSUPP`) unless the
-            // arena is LOCKLESS, and an arena's flavor is fixed once it has a
-            // gadget, as it has `g`: `g` is a LOCKLESS gadget, for both calls.
-            unsafe { gadget::put_refcount(gadget::get_refcount(g)) };
-            Ok(1)
-        }
         uapi::LP_OP_LOOKUP_PUT | uapi::LP_OP_TRYGET_PUT | uapi::LP_OP_TRYGET_ATOMIC_PUT => {
-            lp_run_get_put(arena, r, g)
+            lp_run_get_put(arena, typed, r, g)
         }
         uapi::LP_OP_NEW_PUT => {
-            let child = Gadget::create(&arena.gadgets, Some(g.ok_or(EBADF)?))?;
+            let child = Gadget::create(&typed.gadgets, Some(g.ok_or(EBADF)?))?;
             if gadget::put(child) == 0 {
-                r.failed += 1;
+                r.failed = r.failed.wrapping_add(1);
             }
             Ok(1)
         }
@@ -563,21 +592,24 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
     }
     // The loop cannot be undone: as PUT, check the way back first.
     check_writable(arg, &r)?;
+    with_typed!(arena, arena.config.read(), t => lp_run_typed(arena, t, &mut r))?;
+    write_back(writer, &r)
+}
+
+/// [`lp_run`]'s loop, compiled for the arena's flavor `F`. `lp_run()` checked
+/// `iterations` (at most `LP_RUN_MAX_ITERATIONS`), so the loop's counts cannot
+/// wrap: wrapping arithmetic, with no overflow check in the loop.
+fn lp_run_typed<F: Flavor>(arena: &Arena, typed: &Typed<F>, r: &mut uapi::lp_run) -> Result {
     let g = match r.op {
         uapi::LP_OP_GET_PUT
         | uapi::LP_OP_GET_PUT_REFCOUNT
         | uapi::LP_OP_LOOKUP_PUT
-        | uapi::LP_OP_NEW_PUT => Some(arena.handle_get(r.handle)?),
+        | uapi::LP_OP_NEW_PUT => Some(typed.handle_get(r.handle)?),
         _ => None,
     };
-    // TRYGET_ATOMIC_PUT has no handle to fix the flavor: hold off CONFIGURE, so
-    // that an arena found not LOCKED stays so.
-    let _config = (r.op == uapi::LP_OP_TRYGET_ATOMIC_PUT).then(|| arena.config.read());
-    if (r.op == uapi::LP_OP_LOOKUP_PUT && !gadget::flavor_has_kids(arena.gadgets.flavor()))
-        || (r.op == uapi::LP_OP_GET_PUT_REFCOUNT
-            && arena.gadgets.flavor() != uapi::LP_FLAVOR_LOCKLESS)
-        || (r.op == uapi::LP_OP_TRYGET_ATOMIC_PUT
-            && arena.gadgets.flavor() == uapi::LP_FLAVOR_LOCKED)
+    if (r.op == uapi::LP_OP_LOOKUP_PUT && F::KIDS.is_none())
+        || (r.op == uapi::LP_OP_GET_PUT_REFCOUNT && F::ID != uapi::LP_FLAVOR_LOCKLESS)
+        || (r.op == uapi::LP_OP_TRYGET_ATOMIC_PUT && F::ID == uapi::LP_FLAVOR_LOCKED)
     {
         return Err(EOPNOTSUPP);
     }
@@ -592,9 +624,12 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
         retry_ts: None,
     };
     let start = Instant::<Monotonic>::now();
-    for i in 0..r.iterations {
-        completed += lp_run_one(arena, &mut r, g.as_ref(), &mut t, i)?;
-        if (i + 1) % u64::from(uapi::LP_RUN_CHECK_EVERY) != 0 {
+    let mut i = 0u64;
+    while i < r.iterations {
+        let done = lp_run_one(arena, typed, r, g.as_ref(), &mut t, i)?;
+        completed = completed.wrapping_add(u64::from(done));
+        i = i.wrapping_add(1);
+        if i % u64::from(uapi::LP_RUN_CHECK_EVERY) != 0 {
             continue;
         }
         // Dying: nobody will read the answer (no -EINTR in the contract).
@@ -617,7 +652,7 @@ fn lp_run(arena: &Arena, arg: UserPtr) -> Result<isize> {
         };
         r.delta = u64::from(v);
     }
-    write_back(writer, &r)
+    Ok(())
 }
 
 /// `lp_txn_configure_ioctl()`: validates (`EINVAL`), then configures (`EBUSY`
@@ -719,6 +754,9 @@ fn lp_txn_stat_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
     copy_out(writer, &s)
 }
 
+/// `lp_delay_ioctl()`: the race tests' window widener (not part of the
+/// contract): which points of this arena stall, and for how long;
+/// [`Arena::delay`] reads both.
 fn lp_delay_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (d, _) = copy_in::<uapi::lp_delay>(arg)?;
     if d.points & !DELAY_POINTS != 0 || d.usecs > uapi::LP_DELAY_USECS_MAX {

@@ -12,29 +12,38 @@
 //! lock (LOCK mode) or under the RCU read lock alone, the gadget freed after a
 //! grace period (RCU mode).
 //!
-//! A gadget is counted intrusively, the way Rust-for-Linux counts C objects:
-//! [`Gadget`] is [`AlwaysRefCounted`] and a strong reference is an
-//! [`ARef<Gadget>`] ([`GadgetRef`]), whose drop is a put. Where the C module
-//! uses a union of counters, the count is the flavor's: in LOCKLESS the one of
-//! the [`Arc`] the gadget lives in (a `refcount_t`, incremented and dropped with
-//! `Arc`'s own operations), in LOCKED a count that only the arena's mutex may
-//! touch (a [`LockedBy`]), in every other flavor an intrusive [`Refcount`] in a
-//! `KBox`. The decrement ([`AlwaysRefCounted::dec_ref`]) takes a pointer, not a
-//! `&Gadget`: once it has given up its count, another CPU may free the gadget,
-//! and no reference to it may still be live then.
+//! Where C keeps the flavor in `arena->flavor` and `switch`es on it at every
+//! get and put, here the flavor and the registry mode are a type, `F:
+//! [`Flavor`]`: [`Gadget<F>`], [`GadgetRef<F>`] and [`Gadgets<F>`] are made for
+//! one flavor, the arena picks its `Gadgets<F>` once (CONFIGURE, see
+//! `arena.rs`), and every ioctl dispatches once into code monomorphized for
+//! it. So a gadget's allocation (an [`Arc`] for [`Lockless`], a `KBox` for the
+//! others), its count (`Arc`'s own, a [`Refcount`], or a count [`LockedBy`] the
+//! arena's mutex) and its put are fixed by its type, and whether its free
+//! waits for a grace period is a constant of it: nothing a put reads can
+//! change under a TRYGET that holds a count.
 //!
-//! Release never recurses: [`put_ptr`] drops the parent's reference in a loop, so a
-//! chain of any depth is freed in constant stack.
+//! A strong reference is a [`GadgetRef<F>`], whose drop is a put and may
+//! sleep. It is `ARef`'s twin rather than an `ARef`: `AlwaysRefCounted::inc_ref`
+//! takes `&self`, whose provenance covers the gadget alone, and a LOCKLESS get
+//! must reach the `Arc`'s count before it. A `GadgetRef` keeps the pointer its
+//! allocator handed out, and every one is made from that pointer, from another
+//! `GadgetRef`, or from a count taken on a pointer a weak list or the registry
+//! stored. The decrement takes that pointer, never a `&Gadget`: once it has given
+//! up its count, another CPU may free the gadget, and no reference to it may
+//! still be live then.
+//!
+//! Release never recurses: [`put_cascade`] drops the parent's reference in a
+//! loop, so a chain of any depth is freed in constant stack.
 
-use core::{marker::PhantomData, mem::ManuallyDrop, pin::Pin, ptr::NonNull};
+use core::{marker::PhantomData, mem::ManuallyDrop, ops::Deref, pin::Pin, ptr::NonNull};
 use kernel::{
     ffi::c_void,
-    impl_has_rcu_head, new_mutex, new_rwsem, new_spinlock,
+    new_mutex, new_rwsem, new_spinlock,
     prelude::*,
     sync::{
-        aref::{ARef, AlwaysRefCounted},
         atomic::{Acquire, Atomic, Full, Relaxed, Release},
-        rcu::{self, RcuHead},
+        rcu::{self, HasRcuHead, RcuHead},
         Arc, ArcBorrow, LockedBy, Mutex, Refcount, RwSem, SpinLock,
     },
     types::ForeignOwnable,
@@ -45,150 +54,267 @@ use crate::uapi;
 
 /// Gadgets alive in the whole module, all arenas together (`IDENTIFY.live_gadgets`):
 /// counted from the allocation in [`Gadget::alloc`] until the gadget's drop, the
-/// last step before its memory is freed. `Relaxed`: a statistic that only module
-/// exit and a quiescent IDENTIFY read.
+/// last step before its memory is freed (or queued to be, after a grace period).
+/// `Relaxed`: a statistic that only module exit and a quiescent IDENTIFY read.
 pub(crate) static LIVE_GADGETS: Atomic<i64> = Atomic::new(0);
 
-/// One strong reference to a gadget, counted the way its arena's flavor counts;
-/// dropping it is a put ([`put`] also tells how many gadgets the put released).
-pub(crate) type GadgetRef = ARef<Gadget>;
+/// A registry mode (`enum lp_registry`), as a type: how a gadget that TRYGET
+/// found stays allocated while it takes a count, and so how a released gadget
+/// is freed.
+pub(crate) trait Registry: Send + Sync + 'static {
+    /// `LP_REGISTRY_*`.
+    const ID: u32;
 
-/// The address of a gadget: what the weak child lists and the registry store.
-///
-/// It keeps nothing alive, and it is not a count (weak or strong). Only
-/// [`GadgetPtr::as_ref`] dereferences it, and only a put that took the count to
-/// zero frees through it ([`GadgetPtr::allocation`]).
+    /// The registry's get-unless-zero ([`Counted::inc_not_zero`]) of the gadget
+    /// at `i`, under the registry's lock or inside an RCU read-side critical
+    /// section.
+    fn get_unless_zero<F: Counted<Registry = Self>>(
+        registry: &XArray<GadgetPtr<F>>,
+        i: usize,
+    ) -> Option<GadgetRef<F>>;
+
+    /// Frees a released gadget's box: at once, or after a grace period.
+    fn free_box<F: Flavor>(g: Pin<KBox<Gadget<F>>>);
+
+    /// `Arc::drop_with()` or `Arc::drop_with_rcu()`.
+    fn drop_arc<F: Flavor>(a: Arc<Gadget<F>>, f: impl FnOnce(Pin<&mut Gadget<F>>)) -> bool;
+}
+
+/// `LP_REGISTRY_LOCK`: TRYGET under the registry's own lock, which the release
+/// path takes to unregister a gadget before it frees it, at once.
+pub(crate) struct RegLock;
+
+/// `LP_REGISTRY_RCU`: TRYGET under the RCU read lock alone; a released gadget is
+/// unregistered under the registry's lock and freed after a grace period.
+pub(crate) struct RegRcu;
+
+impl Registry for RegLock {
+    const ID: u32 = uapi::LP_REGISTRY_LOCK;
+
+    #[inline]
+    fn get_unless_zero<F: Counted<Registry = Self>>(
+        registry: &XArray<GadgetPtr<F>>,
+        i: usize,
+    ) -> Option<GadgetRef<F>> {
+        let registry = registry.lock();
+        let found = registry.get(i)?;
+        found.inc_not_zero()
+    }
+
+    #[inline]
+    fn free_box<F: Flavor>(g: Pin<KBox<Gadget<F>>>) {
+        drop(g);
+    }
+
+    #[inline]
+    fn drop_arc<F: Flavor>(a: Arc<Gadget<F>>, f: impl FnOnce(Pin<&mut Gadget<F>>)) -> bool {
+        Arc::drop_with(a, f)
+    }
+}
+
+impl Registry for RegRcu {
+    const ID: u32 = uapi::LP_REGISTRY_RCU;
+
+    /// The lookup ([`XArray::load`]) and the increment inside the RCU read lock,
+    /// no lock taken. What is found borrows `rcu` ([`Found`]): the increment
+    /// cannot move past the end of the critical section.
+    #[inline]
+    fn get_unless_zero<F: Counted<Registry = Self>>(
+        registry: &XArray<GadgetPtr<F>>,
+        i: usize,
+    ) -> Option<GadgetRef<F>> {
+        let rcu = rcu::read_lock();
+        let found = registry.load(&rcu, i)?;
+        let got = found.inc_not_zero();
+        drop(rcu);
+        got
+    }
+
+    #[inline]
+    fn free_box<F: Flavor>(g: Pin<KBox<Gadget<F>>>) {
+        KBox::drop_rcu(g);
+    }
+
+    #[inline]
+    fn drop_arc<F: Flavor>(a: Arc<Gadget<F>>, f: impl FnOnce(Pin<&mut Gadget<F>>)) -> bool {
+        Arc::drop_with_rcu(a, f)
+    }
+}
+
+/// Which lock fences a flavor's weak child lists (`struct lp_kids`).
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) struct GadgetPtr(NonNull<Gadget>);
+pub(crate) enum KidsLock {
+    /// WEAK_CMPXCHG and KREF_MUTEX: [`Kids::mutex`].
+    Mutex,
+    /// KREF_LOCK: [`Kids::lock`].
+    Spin,
+    /// KREF_RWSEM: [`Kids::rwsem`], taken shared by LOOKUP.
+    RwSem,
+}
+
+/// A flavor (`enum lp_flavor`) with its registry mode, as a type: what a gadget
+/// lives in, what counts it, how it is got and put. The arena's `u32` is
+/// converted into one of these once, at CONFIGURE (`arena.rs`).
+pub(crate) trait Flavor: Sized + Send + Sync + 'static {
+    /// `LP_FLAVOR_*`.
+    const ID: u32;
+    /// The lock of the weak child lists; `None`: no list (LOOKUP answers
+    /// `EOPNOTSUPP`).
+    const KIDS: Option<KidsLock>;
+    /// The registry mode.
+    type Registry: Registry;
+    /// What counts a gadget: a `Refcount`, a count `LockedBy` the arena's mutex,
+    /// or nothing in the gadget (`Arc`'s).
+    type Count: Send + Sync;
+
+    /// A new gadget's count, of one.
+    fn new_count(gadgets: &Gadgets<Self>) -> Self::Count;
+
+    /// Allocates a gadget: the pointer its allocator handed out, with the count
+    /// of one that the caller now owns.
+    fn alloc(init: impl PinInit<Gadget<Self>>) -> Result<GadgetPtr<Self>>;
+
+    /// `lp_gadget_get()`: one more count, which the caller then owns.
+    ///
+    /// # Safety
+    ///
+    /// `g` is the pointer its allocator handed out, and its count is above zero
+    /// for the whole call: the caller owns a count of it, or holds the lock of
+    /// the weak list it found `g` on (which fences the 1 -> 0 step).
+    unsafe fn get(g: GadgetPtr<Self>);
+
+    /// STAT's count: a snapshot, maybe stale by the time it is used.
+    fn refcount(g: &GadgetRef<Self>) -> u32;
+
+    /// `lp_gadget_tryget()`'s upgrade of the registry's weak reference.
+    fn registry_get(gadgets: &Gadgets<Self>, i: usize) -> Option<GadgetRef<Self>>;
+
+    /// `lp_put_one()`: gives up one count; the release of a gadget this took to
+    /// zero (`lp_gadget_free()`) included. A slow put may leave a reference to
+    /// the parent in `pin`, for the caller to drop after it returns.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns a count of `g` and hands it over.
+    unsafe fn put_one(g: GadgetPtr<Self>, pin: &mut Option<GadgetRef<Self>>) -> Put<Self>;
+}
+
+/// A flavor whose count is atomic (every one but LOCKED): the registry's
+/// get-unless-zero needs no lock but the registry's.
+pub(crate) trait Counted: Flavor {
+    /// `atomic_inc_not_zero()`: a count of `g` unless it reached zero.
+    ///
+    /// # Safety
+    ///
+    /// `g` stays allocated meanwhile (the registry's lock, or an RCU read-side
+    /// critical section in an RCU registry); the gadget itself may be mid-drop,
+    /// so nothing but its count may be touched.
+    unsafe fn inc_not_zero(g: GadgetPtr<Self>) -> bool;
+}
+
+/// What a put did.
+pub(crate) enum Put<F: Flavor> {
+    /// The gadget lives on.
+    Kept,
+    /// That was the last reference: the gadget is released, off every list and
+    /// out of the registry, and freed (or queued to be, after a grace period).
+    /// Its reference to its parent (`None` for a root) is the caller's to put.
+    Released(Option<GadgetRef<F>>),
+}
+
+/// The address of a gadget, as its allocator handed it out: what the weak child
+/// lists and the registry store, and what a [`GadgetRef`] holds.
+///
+/// It keeps nothing alive, and it is not a count (weak or strong).
+pub(crate) struct GadgetPtr<F: Flavor>(NonNull<Gadget<F>>);
+
+impl<F: Flavor> Clone for GadgetPtr<F> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<F: Flavor> Copy for GadgetPtr<F> {}
+
+impl<F: Flavor> PartialEq for GadgetPtr<F> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
 
 // SAFETY: A `GadgetPtr` is an address; dereferencing it is `unsafe`
 // ([`GadgetPtr::as_ref`]) and allowed by a lock or a count, whatever the thread.
-unsafe impl Send for GadgetPtr {}
+unsafe impl<F: Flavor> Send for GadgetPtr<F> {}
 // SAFETY: Through `&GadgetPtr` only the address can be copied.
-unsafe impl Sync for GadgetPtr {}
+unsafe impl<F: Flavor> Sync for GadgetPtr<F> {}
 
-impl GadgetPtr {
-    /// The address of `g`.
-    fn of(g: &Gadget) -> Self {
-        Self(NonNull::from(g))
-    }
-
-    /// The pointer the gadget's allocator handed out, for `KBox::from_raw`,
-    /// `Arc::from_raw` and `Arc::from_raw_inc_not_zero`, which need the
-    /// provenance of the whole allocation (in LOCKLESS the `Arc`'s count lies
-    /// before the gadget). [`Gadget::alloc`] exposed that provenance, so a
-    /// pointer rebuilt from the address has it, whichever reference `self` was
-    /// taken from ([`ARef::from`] makes one from a `&Gadget`).
-    #[inline]
-    fn allocation(self) -> *mut Gadget {
-        core::ptr::with_exposed_provenance_mut(self.0.as_ptr().addr())
-    }
-
+impl<F: Flavor> GadgetPtr<F> {
     /// Borrows the gadget.
     ///
     /// # Safety
     ///
     /// For all of `'a`, the gadget must stay allocated and no `&mut Gadget` to it
     /// may exist. That holds while the caller owns a count of the gadget, and
-    /// while it holds the lock of the weak list or registry it found `self` in:
-    /// a gadget leaves its list under the lock that fenced its 1 -> 0 step, and
-    /// the registry, under the registry lock, before its release path drops it.
-    /// A caller that gives up its count must let `'a` end before.
+    /// while it holds the lock of the weak list it found `self` on: a gadget
+    /// leaves its list under the lock that fenced its 1 -> 0 step, before its
+    /// release path drops it. A caller that gives up its count must let `'a` end
+    /// before.
     #[inline]
-    unsafe fn as_ref<'a>(self) -> &'a Gadget {
+    unsafe fn as_ref<'a>(self) -> &'a Gadget<F> {
         // SAFETY: The pointer is valid for reads (the caller's guarantee that the
         // gadget is allocated) and the caller guarantees that no `&mut Gadget`
         // exists for `'a`.
         unsafe { self.0.as_ref() }
     }
 
-    /// The gadget's intrusive count, as `Arc::drop` reaches its own: a borrow of
-    /// the `Refcount` alone, interior-mutable, never of the whole gadget, so that
-    /// it may be held across the decrement after which another CPU frees the
-    /// gadget, until the decrementing call returns.
+    /// Borrows the gadget's `field` alone, as `Arc::drop` borrows its count: never
+    /// the whole gadget, so that the borrow may be held across the decrement after
+    /// which another CPU frees the gadget, until the decrementing call returns.
     ///
     /// # Safety
     ///
-    /// The gadget must stay allocated while the borrow is used: the caller owns
-    /// a count of it and uses the borrow for the decrement that gives the count
-    /// up (or before), not after that call returns; or it holds the lock of a
-    /// weak list or of the registry the gadget is in, as for
-    /// [`GadgetPtr::as_ref`]; or the borrow ends inside an RCU read-side
-    /// critical section in which the caller found the gadget in an RCU-mode
-    /// registry: the release path unregisters it, then frees it only after a
-    /// grace period ([`KBox::drop_rcu`]). The gadget may be dropped meanwhile;
-    /// its `Refcount` stays valid, as an `Opaque` is for any bytes and it has no
-    /// destructor, and the drop's `&mut Gadget` claims no uniqueness over it.
+    /// The gadget must stay allocated while the borrow is used: the caller owns a
+    /// count of it and uses the borrow for the decrement that gives the count up
+    /// (or before), not after that call returns; or the gadget was found in the
+    /// registry ([`Found`]) and `'a` ends with the lock or critical section it
+    /// was found in. The gadget may be dropped meanwhile: `field` must be valid
+    /// for any bytes with no destructor (an `Opaque`, such as a `Refcount`), over
+    /// which the drop's `&mut Gadget`, of a `!Unpin` type, claims no uniqueness.
     #[inline]
-    unsafe fn refcnt<'a>(self) -> &'a Refcount {
-        // SAFETY: The gadget is allocated (the caller's guarantee); the place
-        // projection borrows only the `refcnt` field.
-        unsafe { &(*self.0.as_ptr()).refcnt }
+    unsafe fn field<'a, T>(self, field: impl FnOnce(*const Gadget<F>) -> *const T) -> &'a T {
+        // SAFETY: `field` projects a place of the allocated gadget (the caller's
+        // guarantees) without making a reference to the gadget.
+        unsafe { &*field(self.0.as_ptr()) }
     }
 }
 
-/// A gadget found in the registry: its address, for as long as `'a`, the registry
-/// lock or the RCU read-side critical section it was found in (`Guard::get()` and
+/// A gadget found in the registry, for as long as `'a`, the registry lock or the
+/// RCU read-side critical section it was found in (`Guard::get()` and
 /// [`XArray::load`] borrow the lock guard or the `rcu::Guard` for `'a`).
 ///
-/// What is found may be released on another CPU meanwhile; what keeps it
-/// allocated is the release path, which unregisters a gadget under the registry
-/// lock before it frees it, at once in LOCK mode, after a grace period in RCU
-/// mode. That is valid only while the lock or the critical section lasts: the
-/// borrows [`Found`] lends end with `'a`, so the compiler rejects a count taken
-/// after the lock or `rcu` was dropped.
-#[derive(Clone, Copy)]
-pub(crate) struct Found<'a> {
-    ptr: GadgetPtr,
+/// # Invariants
+///
+/// The gadget stays allocated for `'a`: its release path unregisters it under the
+/// registry lock before it frees it, at once in LOCK mode, after a grace period
+/// in RCU mode (the only mode whose registry [`XArray::load`] can read, see the
+/// [`RcuForeignOwnable`] impl). Its count may be zero, and the gadget mid-drop:
+/// what a `Found` lends is the count and the publication flag alone, never a
+/// `&Gadget`.
+pub(crate) struct Found<'a, F: Flavor> {
+    ptr: GadgetPtr<F>,
     _section: PhantomData<&'a ()>,
 }
 
-impl<'a> Found<'a> {
-    /// The pointer the gadget's allocator handed out ([`GadgetPtr::allocation`]).
+impl<F: Counted> Found<'_, F> {
+    /// The registry's get-unless-zero: a strong reference, unless the count
+    /// reached zero (the gadget is being released).
     #[inline]
-    fn allocation(self) -> *mut Gadget {
-        self.ptr.allocation()
-    }
-
-    /// Borrows the gadget, until the registry lock is dropped.
-    ///
-    /// # Safety
-    ///
-    /// The gadget was found under the registry lock ([`XArray::lock`]): its
-    /// release path takes that lock to unregister it before it drops or frees it,
-    /// so for all of `'a` it stays allocated and no `&mut Gadget` to it exists.
-    #[inline]
-    unsafe fn as_ref(self) -> &'a Gadget {
-        // SAFETY: The caller's guarantee, for `'a`.
-        unsafe { self.ptr.as_ref() }
-    }
-
-    /// The gadget's intrusive count ([`GadgetPtr::refcnt`]), until the lock or the
-    /// critical section ends.
-    ///
-    /// # Safety
-    ///
-    /// The gadget was found under the registry lock, or found by
-    /// [`XArray::load`] in a registry in RCU mode, a mode read inside the same
-    /// critical section (a registry leaves RCU mode only after a grace period,
-    /// see `lp_configure()`): its release path frees it only after a grace period
-    /// that began once it was unregistered. Its count is then valid for `'a`, at
-    /// zero if its release began.
-    #[inline]
-    unsafe fn refcnt(self) -> &'a Refcount {
-        // SAFETY: The caller's guarantee, for `'a` (see `GadgetPtr::refcnt`).
-        unsafe { self.ptr.refcnt() }
-    }
-
-    /// The strong reference to the gadget that the caller just took.
-    ///
-    /// # Safety
-    ///
-    /// The caller took a count of the gadget, which the returned `ARef` owns.
-    #[inline]
-    unsafe fn counted(self) -> GadgetRef {
-        // SAFETY: The caller's guarantee.
-        unsafe { ARef::from_raw(self.ptr.0) }
+    fn inc_not_zero(self) -> Option<GadgetRef<F>> {
+        // SAFETY: The gadget stays allocated for the lifetime of `self` (type
+        // invariant), to the end of this call.
+        let got = unsafe { F::inc_not_zero(self.ptr) };
+        // SAFETY: We took the count the new reference owns.
+        got.then(|| unsafe { GadgetRef::from_raw(self.ptr) })
     }
 }
 
@@ -197,12 +323,14 @@ impl<'a> Found<'a> {
 // aligned to `Gadget`'s alignment (at least 8, it holds pointers and `u64`s). A
 // `GadgetPtr` owns nothing, so one rebuilt and dropped by the XArray frees
 // nothing: the registry is a weak reference, which `kernel::xarray` has no type
-// for (every `ForeignOwnable` of the kernel owns what it points to).
-unsafe impl ForeignOwnable for GadgetPtr {
-    const FOREIGN_ALIGN: usize = core::mem::align_of::<Gadget>();
+// for (every `ForeignOwnable` of the kernel owns what it points to). A borrow is
+// a [`Found`], whose invariant holds for gadgets the registry holds: the release
+// path unregisters them before it frees them.
+unsafe impl<F: Flavor> ForeignOwnable for GadgetPtr<F> {
+    const FOREIGN_ALIGN: usize = core::mem::align_of::<Gadget<F>>();
 
-    type Borrowed<'a> = Found<'a>;
-    type BorrowedMut<'a> = Found<'a>;
+    type Borrowed<'a> = Found<'a, F>;
+    type BorrowedMut<'a> = Found<'a, F>;
 
     fn into_foreign(self) -> *mut c_void {
         self.0.as_ptr().cast()
@@ -228,36 +356,109 @@ unsafe impl ForeignOwnable for GadgetPtr {
 }
 
 // SAFETY: A `GadgetPtr` owns nothing and its borrow, a `Found`, is a copy of its
-// address: dropping one invalidates no borrow. (What it points to is kept
-// allocated for RCU readers by the release path, see [`Found::refcnt`].)
-unsafe impl RcuForeignOwnable for GadgetPtr {}
+// address: dropping one invalidates no borrow. Only a registry in RCU mode may be
+// read under `rcu::read_lock()` alone: its release path frees a gadget only after
+// a grace period that began once the gadget was unregistered ([`RegRcu::free_box`],
+// [`RegRcu::drop_arc`]), so what `load` finds stays allocated for the
+// `rcu::Guard`'s lifetime, as [`Found`] requires.
+unsafe impl<F: Flavor<Registry = RegRcu>> RcuForeignOwnable for GadgetPtr<F> {}
+
+/// One strong reference to a gadget, counted the way its flavor counts: `ARef`'s
+/// twin (see the module documentation). Dropping it is a put, which may sleep
+/// (the owner's mutex of a slow put, the release of a whole chain); [`put`] also
+/// tells how many gadgets the put released.
+///
+/// # Invariants
+///
+/// `ptr` is the pointer the gadget's allocator handed out, and the reference
+/// owns one count of the gadget.
+pub(crate) struct GadgetRef<F: Flavor> {
+    ptr: GadgetPtr<F>,
+    _owns: PhantomData<Gadget<F>>,
+}
+
+impl<F: Flavor> GadgetRef<F> {
+    /// The reference that owns a count of `ptr` the caller took.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a pointer the gadget's allocator handed out, and the caller
+    /// hands over a count of the gadget.
+    #[inline]
+    unsafe fn from_raw(ptr: GadgetPtr<F>) -> Self {
+        // INVARIANT: The caller's guarantees.
+        Self {
+            ptr,
+            _owns: PhantomData,
+        }
+    }
+
+    /// Gives the count up to the caller, with the allocator's pointer.
+    #[inline]
+    fn into_raw(self) -> GadgetPtr<F> {
+        ManuallyDrop::new(self).ptr
+    }
+}
+
+impl<F: Flavor> Deref for GadgetRef<F> {
+    type Target = Gadget<F>;
+
+    #[inline]
+    fn deref(&self) -> &Gadget<F> {
+        // SAFETY: We own a count (type invariant), which the borrow of `self`
+        // keeps until the borrow ends.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl<F: Flavor> Clone for GadgetRef<F> {
+    /// A get: article v1's `refcnt++` under the mutex (LOCKED) or v2's bare
+    /// increment (the rest).
+    #[inline]
+    fn clone(&self) -> Self {
+        // SAFETY: We own a count of `self.ptr` (type invariant).
+        unsafe { F::get(self.ptr) };
+        // SAFETY: The allocator's pointer (type invariant), and the count just taken.
+        unsafe { Self::from_raw(self.ptr) }
+    }
+}
+
+impl<F: Flavor> Drop for GadgetRef<F> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: The count `self` owned (type invariant), handed over: `self` is
+        // not used again.
+        unsafe { put_ptr(self.ptr) };
+    }
+}
 
 /// A weak list of children and the lock that fences it (`struct lp_kids`).
 ///
 /// A gadget's count may only go from 1 to 0 with the lock of the list it sits on
 /// held, and it leaves the list before that lock is dropped: a visitor holding
-/// the lock never sees a gadget whose count is zero.
+/// the lock never sees a gadget whose count is zero. The flavor uses one of the
+/// three locks ([`Flavor::KIDS`]); all three are there, as in C, for one
+/// lockdep class per lock type.
 ///
 /// C links gadgets into an intrusive `list_head`. Rust's `kernel::list::List`
 /// owns its items (a `ListArc` is a strong reference), so it cannot hold the
-/// weak references this list is about; the list is a vector of [`GadgetPtr`] under
-/// each lock instead.
+/// weak references this list is about; the list is a vector of [`GadgetPtr`]
+/// under each lock instead.
 #[pin_data]
-pub(crate) struct Kids {
+pub(crate) struct Kids<F: Flavor> {
     /// WEAK_CMPXCHG and KREF_MUTEX.
     #[pin]
-    mutex: Mutex<KVec<GadgetPtr>>,
+    mutex: Mutex<KVec<GadgetPtr<F>>>,
     /// KREF_LOCK.
     #[pin]
-    lock: SpinLock<KVec<GadgetPtr>>,
+    lock: SpinLock<KVec<GadgetPtr<F>>>,
     /// KREF_RWSEM: LOOKUP takes it shared.
     #[pin]
-    rwsem: RwSem<KVec<GadgetPtr>>,
+    rwsem: RwSem<KVec<GadgetPtr<F>>>,
 }
 
-impl Kids {
-    /// `lp_kids_init()`: every flavor uses one of the three locks; one lockdep
-    /// class per lock type for the whole module, as in C.
+impl<F: Flavor> Kids<F> {
+    /// `lp_kids_init()`.
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Self {
             mutex <- new_mutex!(KVec::new(), "lp_kids.mutex"),
@@ -275,32 +476,26 @@ pub(crate) struct GadgetsLock {
     _not_zero_sized: u8,
 }
 
-/// The gadget half of an arena: what `struct lp_arena` holds for its gadgets,
-/// and all that a gadget knows of its arena. The arena (`arena.rs`) embeds it;
-/// gadgets point to it, not to the arena, so this file needs nothing of
-/// `arena.rs`.
+/// The gadget half of an arena, for one flavor: what `struct lp_arena` holds for
+/// its gadgets, and all that a gadget knows of its arena. The arena (`arena.rs`)
+/// holds one, chosen by CONFIGURE; gadgets point to it, not to the arena, so this
+/// file needs nothing of `arena.rs`.
 #[pin_data]
-pub(crate) struct Gadgets {
-    /// `enum lp_flavor`, fixed by the arena's first NEW; only ever one of the
-    /// `LP_FLAVOR_*` values (`lp_configure()` checks it).
-    pub(crate) flavor: Atomic<u32>,
-    /// `enum lp_registry`, fixed with `flavor`; TRYGET reads it inside the RCU
-    /// read lock (see `lp_configure()`).
-    pub(crate) registry_mode: Atomic<u32>,
+pub(crate) struct Gadgets<F: Flavor> {
     /// The article v1 "gadgets_lock": LOCKED's counts.
     #[pin]
     lock: Mutex<GadgetsLock>,
     /// Weak list of the root gadgets, fenced like a gadget's children.
     #[pin]
-    roots: Kids,
+    roots: Kids<F>,
     /// id -> gadget, for TRYGET; its own lock (LOCK mode) or a grace period
     /// before the free (RCU mode) keeps a gadget TRYGET found from being freed
     /// (the release path removes it under that lock first).
     #[pin]
-    registry: XArray<GadgetPtr>,
+    registry: XArray<GadgetPtr<F>>,
     /// Last id handed out.
     pub(crate) next_id: Atomic<u64>,
-    /// Most live gadgets (CONFIGURE's `max_gadgets`); fixed with `flavor`.
+    /// Most live gadgets (CONFIGURE's `max_gadgets`), set while there are none.
     pub(crate) max_gadgets: Atomic<u32>,
     /// Live gadgets, counted from [`Gadget::alloc`] to the gadget's drop.
     nr_gadgets: Atomic<u32>,
@@ -311,12 +506,10 @@ pub(crate) struct Gadgets {
     pub(crate) freed: Atomic<u64>,
 }
 
-impl Gadgets {
-    /// An arena's gadgets, before its first NEW: LOCKED, none yet.
+impl<F: Flavor> Gadgets<F> {
+    /// An arena's gadgets of flavor `F`, none yet.
     pub(crate) fn new() -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
-            flavor: Atomic::new(uapi::LP_FLAVOR_LOCKED),
-            registry_mode: Atomic::new(uapi::LP_REGISTRY_LOCK),
             lock <- new_mutex!(GadgetsLock { _not_zero_sized: 0 }, "lp_arena.lock"),
             roots <- Kids::new(),
             registry <- XArray::new(AllocKind::Alloc),
@@ -328,32 +521,14 @@ impl Gadgets {
         })
     }
 
-    /// The arena's `enum lp_flavor`.
-    #[inline]
-    pub(crate) fn flavor(&self) -> u32 {
-        self.flavor.load(Relaxed)
+    /// Live gadgets, published or not (CONFIGURE's `EBUSY`).
+    pub(crate) fn live(&self) -> u32 {
+        self.nr_gadgets.load(Relaxed)
     }
-
-    /// The arena's `enum lp_registry`.
-    #[inline]
-    pub(crate) fn registry_mode(&self) -> u32 {
-        self.registry_mode.load(Relaxed)
-    }
-}
-
-/// Whether `flavor` keeps weak child lists (LOOKUP works).
-pub(crate) fn flavor_has_kids(flavor: u32) -> bool {
-    flavor != uapi::LP_FLAVOR_LOCKED && flavor != uapi::LP_FLAVOR_LOCKLESS
-}
-
-/// The flavor that [`Gadgets::flavor`] never holds, read all the same: WARNs
-/// once, for each `match` on the flavor that has no arm for it.
-fn unknown_flavor(flavor: u32) {
-    kernel::warn_on!(flavor >= uapi::LP_FLAVOR_COUNT);
 }
 
 /// Takes `g` off a locked list (`list_del()`).
-fn list_remove(list: &mut KVec<GadgetPtr>, g: GadgetPtr) {
+fn list_remove<F: Flavor>(list: &mut KVec<GadgetPtr<F>>, g: GadgetPtr<F>) {
     if let Some(i) = list.iter().position(|x| *x == g) {
         let last = list.len() - 1;
         list.as_mut_slice().swap(i, last);
@@ -363,7 +538,7 @@ fn list_remove(list: &mut KVec<GadgetPtr>, g: GadgetPtr) {
 
 /// `list_add_tail()` on a list fenced by a spinlock. `GFP_KERNEL` may sleep, so
 /// the vector grows outside the lock and is swapped in under it.
-fn list_add_spinlocked(lock: &SpinLock<KVec<GadgetPtr>>, w: GadgetPtr) -> Result {
+fn list_add_spinlocked<F: Flavor>(lock: &SpinLock<KVec<GadgetPtr<F>>>, w: GadgetPtr<F>) -> Result {
     loop {
         let mut list = lock.lock();
         if list.push_within_capacity(w).is_ok() {
@@ -386,36 +561,32 @@ fn list_add_spinlocked(lock: &SpinLock<KVec<GadgetPtr>>, w: GadgetPtr) -> Result
     }
 }
 
-/// One node of the tree (`struct lp_gadget`).
+/// One node of the tree (`struct lp_gadget`), of flavor `F`.
 ///
 /// # Invariants
 ///
 /// - `gadgets` points to the [`Gadgets`] of the arena that created the gadget,
-///   which outlives it: `MiscDevice::release` puts every handle the arena holds,
-///   through `&Arena`, before the arena is dropped, and nothing else holds a
-///   reference across an ioctl. The pointer comes from a shared borrow and is
-///   only read through.
+///   which outlives it: the arena puts every handle it holds before it drops its
+///   `Gadgets`, and CONFIGURE replaces them only while no gadget exists. The
+///   pointer comes from a shared borrow and is only read through.
 /// - `parent` is only written (taken) by the put that released the gadget, with
 ///   the gadget's allocation in hand (`Pin<&mut Gadget>`): its count is zero and
 ///   it is off every weak list and out of the registry, so no other reference
 ///   to it exists.
-/// - A LOCKLESS gadget lives in an [`Arc`], any other in a pinned `KBox`; either
-///   way [`Gadget::alloc`] exposed the allocation's provenance.
+/// - The gadget lives in the allocation `F::alloc` made.
 #[pin_data(PinnedDrop)]
-pub(crate) struct Gadget {
-    /// LOCKED: article v1's count, serialised by the arena's mutex.
-    count: LockedBy<u32, GadgetsLock>,
-    /// WEAK_CMPXCHG and KREF_*: the intrusive count (LOCKLESS: `Arc`'s own).
-    refcnt: Refcount,
+pub(crate) struct Gadget<F: Flavor> {
+    /// The flavor's count ([`Flavor::Count`]).
+    count: F::Count,
     /// Strong reference to the parent, `None` for a root.
-    parent: Option<GadgetRef>,
+    parent: Option<GadgetRef<F>>,
     /// The gadgets of the arena the gadget lives in.
-    gadgets: NonNull<Gadgets>,
+    gadgets: NonNull<Gadgets<F>>,
     /// Registry key, unique in the arena, never reused.
     pub(crate) id: u64,
     /// This gadget's children (weak references).
     #[pin]
-    kids: Kids,
+    kids: Kids<F>,
     /// Live children; each holds a reference to this gadget.
     nr_children: Atomic<i32>,
     /// [`Gadget::publish`] ran: until then LOOKUP and TRYGET act as if the
@@ -425,52 +596,30 @@ pub(crate) struct Gadget {
     rcu: RcuHead,
 }
 
-impl_has_rcu_head! {
-    impl HasRcuHead for Gadget { self.rcu }
+// SAFETY: The offset is that of field `rcu`, an `RcuHead`. (`impl_has_rcu_head!`
+// takes no generic type.)
+unsafe impl<F: Flavor> HasRcuHead for Gadget<F> {
+    const RCU_HEAD_OFFSET: usize = core::mem::offset_of!(Self, rcu);
 }
 
 // SAFETY: Every field is thread-safe but `gadgets`, only read (and `Gadgets` is
 // `Sync`), `parent`, only taken by the releaser, alone (type invariants), and
 // `rcu`, which nothing reads and only the free after a grace period writes,
 // once the gadget is dropped.
-unsafe impl Send for Gadget {}
+unsafe impl<F: Flavor> Send for Gadget<F> {}
 // SAFETY: As above.
-unsafe impl Sync for Gadget {}
+unsafe impl<F: Flavor> Sync for Gadget<F> {}
 
-// SAFETY: A gadget is counted from its creation (the one count of the `ARef`
-// that `Gadget::alloc` returns) and freed only by the put that takes its
-// flavor's count to zero (`dec_ref`, `put`): `inc_ref` takes one more count of
-// that same counter, which keeps the gadget allocated until the matching
-// `dec_ref`.
-unsafe impl AlwaysRefCounted for Gadget {
+impl<F: Flavor> Gadget<F> {
     #[inline]
-    fn inc_ref(&self) {
-        self.get();
-    }
-
-    #[inline]
-    unsafe fn dec_ref(obj: NonNull<Self>) {
-        // SAFETY: The caller owns the count that an `inc_ref` took (or the one
-        // `alloc` gave) and hands it over, and uses `obj` no more.
-        unsafe { put_ptr(GadgetPtr(obj)) };
-    }
-}
-
-impl Gadget {
-    #[inline]
-    fn gadgets(&self) -> &Gadgets {
+    fn gadgets(&self) -> &Gadgets<F> {
         // SAFETY: The arena's gadgets outlive their gadgets (type invariant).
         unsafe { self.gadgets.as_ref() }
     }
 
-    #[inline]
-    fn flavor(&self) -> u32 {
-        self.gadgets().flavor()
-    }
-
     /// The list the gadget sits on: its parent's children, or the arena's roots.
     #[inline]
-    fn owner(&self) -> &Kids {
+    fn owner(&self) -> &Kids<F> {
         match &self.parent {
             Some(p) => &p.kids,
             None => &self.gadgets().roots,
@@ -487,9 +636,17 @@ impl Gadget {
         u64::try_from(self.nr_children.load(Relaxed)).unwrap_or(0)
     }
 
+    /// The gadget's count (`STAT`): a snapshot, maybe stale by the time it is used.
+    pub(crate) fn refcount(this: &GadgetRef<F>) -> u32 {
+        F::refcount(this)
+    }
+
     /// `lp_gadget_new()`: creates and publishes a gadget holding one reference,
     /// for RUN's NEW_PUT, which has nothing to copy out in between.
-    pub(crate) fn create(gadgets: &Gadgets, parent: Option<&Gadget>) -> Result<GadgetRef> {
+    pub(crate) fn create(
+        gadgets: &Gadgets<F>,
+        parent: Option<&GadgetRef<F>>,
+    ) -> Result<GadgetRef<F>> {
         let g = Self::alloc(gadgets, parent)?;
         g.publish();
         Ok(g)
@@ -501,27 +658,31 @@ impl Gadget {
     /// list under the owner's lock (flavors with a child list), and registers it
     /// for TRYGET last, once it is complete; every step that can fail is here.
     /// Unpublished, it is invisible: LOOKUP and TRYGET skip it, and nothing counts
-    /// it but [`LIVE_GADGETS`]. C reserves its registry slot (`xa_reserve()`) and
-    /// links it only in `lp_gadget_publish()`; here the registry cannot reserve
+    /// it but [`LIVE_GADGETS`] and the arena's live gadgets (so CONFIGURE answers
+    /// `EBUSY`). C reserves its registry slot (`xa_reserve()`) and links it only
+    /// in `lp_gadget_publish()`; here the registry cannot reserve
     /// (`kernel::xarray` has no `xa_reserve()`) and a push on the list may
-    /// allocate, so both happen now and the `published` flag hides them.
-    /// Dropping the reference unpublished is `lp_gadget_discard()`.
+    /// allocate, so both happen now and the `published` flag hides them: a
+    /// TRYGET may take a count of an unpublished gadget, and puts it again
+    /// ([`published`]). Dropping the reference unpublished is
+    /// `lp_gadget_discard()`.
     ///
     /// Counted against the arena's limit first, as jbd2 counts credits: add, and
     /// undo over the limit (`EDQUOT`), so that concurrent NEWs never exceed it.
     /// Every allocation userspace makes is charged to its memory cgroup
     /// (`GFP_KERNEL_ACCOUNT`).
-    pub(crate) fn alloc(gadgets: &Gadgets, parent: Option<&Gadget>) -> Result<GadgetRef> {
+    pub(crate) fn alloc(
+        gadgets: &Gadgets<F>,
+        parent: Option<&GadgetRef<F>>,
+    ) -> Result<GadgetRef<F>> {
         if gadgets.nr_gadgets.fetch_add(1, Relaxed) >= gadgets.max_gadgets.load(Relaxed) {
             gadgets.nr_gadgets.fetch_sub(1, Relaxed);
             return Err(EDQUOT);
         }
-        let flavor = gadgets.flavor();
         let id = gadgets.next_id.fetch_add(1, Full) + 1;
         let init = pin_init!(Self {
-            count: LockedBy::new(&gadgets.lock, 1),
-            refcnt: Refcount::new(1),
-            parent: parent.map(ARef::from),
+            count: F::new_count(gadgets),
+            parent: parent.cloned(),
             gadgets: NonNull::from(gadgets),
             id,
             kids <- Kids::new(),
@@ -529,36 +690,25 @@ impl Gadget {
             published: Atomic::new(false),
             rcu: RcuHead::new(),
         });
-
-        let allocated = if flavor == uapi::LP_FLAVOR_LOCKLESS {
-            Arc::pin_init(init, GFP_KERNEL_ACCOUNT).map(|a| Arc::into_raw(a).cast_mut())
-        } else {
-            KBox::pin_init(init, GFP_KERNEL_ACCOUNT).map(|boxed| {
-                // SAFETY: The gadget is never moved out of its allocation: the put
-                // that frees it rebuilds the pinned box and drops it in place.
-                KBox::into_raw(unsafe { Pin::into_inner_unchecked(boxed) })
-            })
-        };
         // From here on the gadget exists, and its drop uncounts it.
-        let raw = allocated.inspect_err(|_| {
+        let ptr = F::alloc(init).inspect_err(|_| {
             gadgets.nr_gadgets.fetch_sub(1, Relaxed);
         })?;
-        // INVARIANT: The allocation's provenance, for `GadgetPtr::allocation()`.
-        raw.expose_provenance();
-        // SAFETY: `Arc::into_raw` and `KBox::into_raw` never return null.
-        let ptr = GadgetPtr(unsafe { NonNull::new_unchecked(raw) });
-        // SAFETY: The initial count of one, `Arc`'s or the gadget's own, is this
-        // reference's.
-        let g = unsafe { ARef::from_raw(ptr.0) };
-
         LIVE_GADGETS.fetch_add(1, Relaxed);
-        if flavor_has_kids(flavor) {
-            // On failure, dropping `g` puts it: it is on no list, not registered.
-            g.kids_add(flavor, ptr)?;
+        // SAFETY: The allocator's pointer, with the initial count of one.
+        let g = unsafe { GadgetRef::from_raw(ptr) };
+
+        // On failure, dropping `g` puts it: it is on no list, not registered.
+        match F::KIDS {
+            Some(KidsLock::Spin) => list_add_spinlocked(&g.owner().lock, ptr)?,
+            Some(KidsLock::RwSem) => g.owner().rwsem.write().push(ptr, GFP_KERNEL_ACCOUNT)?,
+            Some(KidsLock::Mutex) => g.owner().mutex.lock().push(ptr, GFP_KERNEL_ACCOUNT)?,
+            None => (),
         }
 
-        // Publish for TRYGET last, once `g` is complete: the registry lock orders
-        // these stores before any TRYGET that finds `g`.
+        // Register for TRYGET last, once `g` is complete. The XArray's store is
+        // `rcu_assign_pointer()`, a release: an RCU-mode TRYGET that finds `g`
+        // with `xa_load()` (a dependent load) sees it complete.
         gadgets
             .registry
             .lock()
@@ -568,8 +718,8 @@ impl Gadget {
 
     /// `lp_gadget_publish()`: makes a gadget from [`Gadget::alloc`] visible to
     /// LOOKUP and TRYGET and counts it; cannot fail. `Release`, paired with their
-    /// `Acquire` load (under the list or registry lock): who sees the flag also
-    /// sees the counts.
+    /// `Acquire` load (under the list or registry lock, or in RCU mode after the
+    /// count was taken): who sees the flag also sees the counts.
     pub(crate) fn publish(&self) {
         if let Some(p) = &self.parent {
             p.nr_children.fetch_add(1, Relaxed);
@@ -583,88 +733,6 @@ impl Gadget {
         self.published.load(Acquire)
     }
 
-    /// Links the new gadget, whose pointer is `me`, on its owner's list, under
-    /// the owner's lock.
-    fn kids_add(&self, flavor: u32, me: GadgetPtr) -> Result {
-        let owner = self.owner();
-        match flavor {
-            uapi::LP_FLAVOR_KREF_LOCK => list_add_spinlocked(&owner.lock, me),
-            uapi::LP_FLAVOR_KREF_RWSEM => Ok(owner.rwsem.write().push(me, GFP_KERNEL_ACCOUNT)?),
-            uapi::LP_FLAVOR_WEAK_CMPXCHG | uapi::LP_FLAVOR_KREF_MUTEX => {
-                Ok(owner.mutex.lock().push(me, GFP_KERNEL_ACCOUNT)?)
-            }
-            other => {
-                unknown_flavor(other);
-                Err(EINVAL)
-            }
-        }
-    }
-
-    /// `lp_gadget_get()`: takes one more reference; the caller already holds one.
-    /// [`AlwaysRefCounted::inc_ref`], so `ARef::clone` is a get.
-    ///
-    /// LOCKED: article v1, `refcnt++` under the arena mutex. Every other flavor:
-    /// article v2, a bare increment without acquire or release semantics
-    /// (`Arc`'s clone, `Refcount::inc`): the caller's own reference keeps the
-    /// gadget alive and was itself obtained with the ordering that mattered.
-    #[inline]
-    fn get(&self) {
-        match self.flavor() {
-            uapi::LP_FLAVOR_LOCKED => self.get_locked(),
-            uapi::LP_FLAVOR_LOCKLESS => {
-                // SAFETY: A LOCKLESS gadget lives in an `Arc` (type invariant), whose
-                // pointer `allocation()` rebuilds; the caller's reference keeps the
-                // count above zero while the borrow lives, and no `UniqueArc` of a
-                // gadget is ever made.
-                let arc = unsafe { ArcBorrow::from_raw(GadgetPtr::of(self).allocation()) };
-                // The new count (`refcount_inc()`) goes to the caller's new `ARef`.
-                core::mem::forget(Arc::from(arc));
-            }
-            uapi::LP_FLAVOR_WEAK_CMPXCHG
-            | uapi::LP_FLAVOR_KREF_MUTEX
-            | uapi::LP_FLAVOR_KREF_LOCK
-            | uapi::LP_FLAVOR_KREF_RWSEM => self.refcnt.inc(),
-            other => {
-                unknown_flavor(other);
-                self.refcnt.inc();
-            }
-        }
-    }
-
-    /// LOCKED's get, out of line: its `LockedBy` check and overflow check need a
-    /// stack frame (their panic messages) that the other flavors' gets need not
-    /// set up.
-    #[inline(never)]
-    fn get_locked(&self) {
-        let mut state = self.gadgets().lock.lock();
-        *self.count.access_mut(&mut state) += 1;
-    }
-
-    /// The gadget's count (`STAT`): a snapshot, maybe stale by the time it is used.
-    pub(crate) fn refcount(&self) -> u32 {
-        match self.flavor() {
-            uapi::LP_FLAVOR_LOCKED => *self.count.access(&self.gadgets().lock.lock()),
-            uapi::LP_FLAVOR_LOCKLESS => {
-                let ptr = GadgetPtr::of(self).allocation();
-                // SAFETY: A LOCKLESS gadget lives in an `Arc` (type invariant), whose
-                // pointer `allocation()` rebuilds. The caller's reference keeps the
-                // count above zero; the `Arc` made here owns none of it and is never
-                // dropped, as in `From<ArcBorrow> for Arc`.
-                let arc = ManuallyDrop::new(unsafe { Arc::from_raw(ptr) });
-                Arc::count(&arc)
-            }
-            // `refcount_read()`, the value C's `kref_read()`/`atomic_read()` returns.
-            uapi::LP_FLAVOR_WEAK_CMPXCHG
-            | uapi::LP_FLAVOR_KREF_MUTEX
-            | uapi::LP_FLAVOR_KREF_LOCK
-            | uapi::LP_FLAVOR_KREF_RWSEM => self.refcnt.read(),
-            other => {
-                unknown_flavor(other);
-                self.refcnt.read()
-            }
-        }
-    }
-
     /// `lp_gadget_lookup()`: upgrades a child's weak reference to a strong one.
     ///
     /// The article's rule: a weak reference may be upgraded with a plain get while
@@ -675,18 +743,12 @@ impl Gadget {
     ///
     /// Returns `ENOENT` if no live child has `id`, `EOPNOTSUPP` in LOCKED and
     /// LOCKLESS (they keep no child list).
-    pub(crate) fn lookup(&self, id: u64) -> Result<GadgetRef> {
-        let found = match self.flavor() {
-            uapi::LP_FLAVOR_LOCKED | uapi::LP_FLAVOR_LOCKLESS => return Err(EOPNOTSUPP),
-            uapi::LP_FLAVOR_KREF_LOCK => upgrade(&self.kids.lock.lock(), id),
-            uapi::LP_FLAVOR_KREF_RWSEM => upgrade(&self.kids.rwsem.read(), id),
-            uapi::LP_FLAVOR_WEAK_CMPXCHG | uapi::LP_FLAVOR_KREF_MUTEX => {
-                upgrade(&self.kids.mutex.lock(), id)
-            }
-            other => {
-                unknown_flavor(other);
-                return Err(EOPNOTSUPP);
-            }
+    pub(crate) fn lookup(&self, id: u64) -> Result<GadgetRef<F>> {
+        let found = match F::KIDS {
+            None => return Err(EOPNOTSUPP),
+            Some(KidsLock::Spin) => upgrade(&self.kids.lock.lock(), id),
+            Some(KidsLock::RwSem) => upgrade(&self.kids.rwsem.read(), id),
+            Some(KidsLock::Mutex) => upgrade(&self.kids.mutex.lock(), id),
         };
         found.ok_or(ENOENT)
     }
@@ -698,9 +760,9 @@ impl Gadget {
     /// the parent it lost a child.
     ///
     /// Takes `&self`, as C does `struct lp_gadget *`: until we hold the registry
-    /// lock, a TRYGET holding it may have found the gadget and be reading its count
-    /// through a `&Gadget` of its own. Only once the gadget is out of the registry
-    /// can the drop borrow it mutably.
+    /// lock, a TRYGET holding it may have found the gadget and be reading its
+    /// count. Only once the gadget is out of the registry can the drop borrow it
+    /// mutably.
     fn release(&self) {
         if let Ok(i) = index(self.id) {
             self.gadgets().registry.lock().remove(i);
@@ -715,7 +777,7 @@ impl Gadget {
 }
 
 /// Upgrades the weak reference to child `id` on a list whose lock the caller holds.
-fn upgrade(list: &KVec<GadgetPtr>, id: u64) -> Option<GadgetRef> {
+fn upgrade<F: Flavor>(list: &KVec<GadgetPtr<F>>, id: u64) -> Option<GadgetRef<F>> {
     let p = *list.iter().find(|p| {
         // SAFETY: The caller holds `list`'s lock, and the borrow ends before it
         // drops it: a gadget on a weak list leaves it under that lock before its
@@ -725,128 +787,37 @@ fn upgrade(list: &KVec<GadgetPtr>, id: u64) -> Option<GadgetRef> {
     })?;
     // The fence failed if a listed gadget has count 0: `refcount_inc()` WARNs on
     // an increment from zero, where C says WARN_ON_ONCE() before `atomic_inc()`.
-    // SAFETY: As in the search above.
-    let refcnt = unsafe { p.refcnt() };
-    refcnt.inc();
-    // SAFETY: Listed gadgets are counted by `refcnt` (never LOCKED nor LOCKLESS
-    // ones); we just took the count the new `ARef` owns.
-    Some(unsafe { ARef::from_raw(p.0) })
+    // SAFETY: As above: the gadget is allocated while we hold the lock, and we
+    // own no count yet, so this is the get of `Flavor::get`'s precondition met
+    // by the lock instead.
+    unsafe { F::get(p) };
+    // SAFETY: The pointer the list stored, its allocator's; we took the count.
+    Some(unsafe { GadgetRef::from_raw(p) })
 }
 
-/// An id as an XArray index.
+/// An id as an XArray index: an id no `usize` holds names no gadget.
 fn index(id: u64) -> Result<usize> {
     usize::try_from(id).map_err(|_| ENOENT)
 }
 
 /// `lp_gadget_tryget()`: TRYGET, [`tryget_any`] then [`published`].
-pub(crate) fn tryget(gadgets: &Gadgets, id: u64) -> Result<GadgetRef> {
+pub(crate) fn tryget<F: Flavor>(gadgets: &Gadgets<F>, id: u64) -> Result<GadgetRef<F>> {
     published(tryget_any(gadgets, id)?)
 }
 
 /// `lp_gadget_tryget()` but the test of [`published`], which may put the gadget
 /// (a put may sleep): TRYGET_ATOMIC_PUT calls this in atomic context, and
-/// [`published`] after. A gadget returned may be unpublished only in LOCKLESS
-/// and in RCU mode, where the count is taken before the flag can be read.
+/// [`published`] after.
 ///
 /// `kvm_debugfs_open()`: the registry entry is a weak reference that no put
 /// fences, so the upgrade must fail once the count reached zero:
 /// `Refcount::inc_not_zero()` (LOCKLESS: `Arc::from_raw_inc_not_zero()`; LOCKED:
-/// a test of the count under the arena mutex).
-///
-/// LOCK mode: under the registry's own lock, which the release path takes to
-/// unregister before it frees. One lock: LOCKED takes its count's mutex too,
-/// first, as a mutex cannot nest in the XArray's spinlock. The flavor is fixed
-/// once a gadget exists; one read before the arena's first NEW may be stale, so
-/// a LOCKED gadget found without the mutex held sends the lookup round again.
-///
-/// RCU mode ([`tryget_rcu`]): no lock at all. The mode is read inside the RCU
-/// read lock (see `lp_configure()`).
+/// a test of the count under the arena mutex), under the registry's lock (LOCK
+/// mode) or inside the RCU read lock alone (RCU mode): [`Registry::get_unless_zero`].
 ///
 /// Returns `ENOENT` if no gadget has `id` or its count reached zero.
-pub(crate) fn tryget_any(gadgets: &Gadgets, id: u64) -> Result<GadgetRef> {
-    let i = index(id)?;
-    let rcu = rcu::read_lock();
-    if gadgets.registry_mode() == uapi::LP_REGISTRY_RCU {
-        let g = tryget_rcu(gadgets, &rcu, i);
-        drop(rcu);
-        return g.ok_or(ENOENT);
-    }
-    drop(rcu);
-    loop {
-        let mut state = (gadgets.flavor() == uapi::LP_FLAVOR_LOCKED).then(|| gadgets.lock.lock());
-        let registry = gadgets.registry.lock();
-        let found = registry.get(i).ok_or(ENOENT)?;
-        let got = match gadgets.flavor() {
-            uapi::LP_FLAVOR_LOCKED => {
-                let Some(state) = state.as_mut() else {
-                    continue;
-                };
-                // SAFETY: We found the gadget under the registry lock, which we hold.
-                let g = unsafe { found.as_ref() };
-                if !g.is_published() {
-                    return Err(ENOENT);
-                }
-                let count = g.count.access_mut(state);
-                if *count != 0 {
-                    *count += 1;
-                }
-                *count > 1
-            }
-            uapi::LP_FLAVOR_LOCKLESS => {
-                // SAFETY: A LOCKLESS gadget lives in an `Arc`, whose pointer
-                // `allocation()` rebuilds; the allocation is not freed while we hold
-                // the registry lock, under which we found it (see `Found`); no
-                // `UniqueArc` of a gadget is ever made (LOCKLESS releases with
-                // `Arc::drop_with`).
-                let arc = unsafe { Arc::from_raw_inc_not_zero(found.allocation()) };
-                // The count `from_raw_inc_not_zero` took goes to the `ARef` below.
-                arc.map(core::mem::forget).is_some()
-            }
-            flavor => {
-                unknown_flavor(flavor);
-                // SAFETY: As in LOCKED.
-                let g = unsafe { found.as_ref() };
-                g.is_published() && g.refcnt.inc_not_zero()
-            }
-        };
-        // SAFETY: If `got`, we took the count the new `ARef` owns.
-        let got = got.then(|| unsafe { found.counted() });
-        drop(registry);
-        drop(state);
-        return got.ok_or(ENOENT);
-    }
-}
-
-/// [`tryget`] in RCU mode: the lookup ([`XArray::load`]) and the increment
-/// inside the RCU read lock, no lock taken. The release path unregisters a
-/// gadget under the registry lock, then frees it only after a grace period
-/// ([`Arc::drop_with_rcu`], [`KBox::drop_rcu`]), so a gadget found here stays
-/// allocated until `rcu` is dropped, its count at zero if its release has
-/// begun: the increment fails then, as it does under the lock. What is found
-/// borrows `rcu` ([`Found`]): the increment cannot move past the end of the
-/// critical section. Only the count is touched before the increment succeeded:
-/// the gadget itself may be mid-drop, lent out as `Pin<&mut Gadget>` by the
-/// release path. LOCKED never gets here (`lp_configure()` refuses it an RCU
-/// registry). Returns the gadget with the count taken, not yet tested for
-/// [`published`].
-fn tryget_rcu(gadgets: &Gadgets, rcu: &rcu::Guard, i: usize) -> Option<GadgetRef> {
-    let found = gadgets.registry.load(rcu, i)?;
-    let got = if gadgets.flavor() == uapi::LP_FLAVOR_LOCKLESS {
-        // SAFETY: A LOCKLESS gadget lives in an `Arc`, whose pointer
-        // `allocation()` rebuilds. The allocation outlives `rcu`: the release path
-        // frees it with `Arc::drop_with_rcu`, after the gadget left the registry in
-        // which we found it, in this read-side critical section. No `UniqueArc` of a
-        // gadget is ever made.
-        let arc = unsafe { Arc::from_raw_inc_not_zero(found.allocation()) };
-        // The count `from_raw_inc_not_zero` took goes to the `ARef` below.
-        arc.map(core::mem::forget).is_some()
-    } else {
-        // SAFETY: We found the gadget in this read-side critical section, in a
-        // registry whose RCU mode our caller read inside it.
-        unsafe { found.refcnt() }.inc_not_zero()
-    };
-    // SAFETY: If `got`, we took the count the new `ARef` owns.
-    got.then(|| unsafe { found.counted() })
+pub(crate) fn tryget_any<F: Flavor>(gadgets: &Gadgets<F>, id: u64) -> Result<GadgetRef<F>> {
+    F::registry_get(gadgets, index(id)?).ok_or(ENOENT)
 }
 
 /// The gadget a TRYGET took a count of, unless it is not published yet, tested
@@ -854,8 +825,9 @@ fn tryget_rcu(gadgets: &Gadgets, rcu: &rcu::Guard, i: usize) -> Option<GadgetRef
 /// `Pin<&mut Gadget>` by its release path). An unpublished gadget's count is
 /// dropped again, outside any lock or atomic context: its NEW holds a
 /// reference of its own, or, if that NEW failed and let go first, this put
-/// releases it.
-pub(crate) fn published(g: GadgetRef) -> Result<GadgetRef> {
+/// releases it, as its own flavor's put (the arena cannot change flavor while
+/// it exists).
+pub(crate) fn published<F: Flavor>(g: GadgetRef<F>) -> Result<GadgetRef<F>> {
     if g.is_published() {
         Ok(g)
     } else {
@@ -864,7 +836,7 @@ pub(crate) fn published(g: GadgetRef) -> Result<GadgetRef> {
 }
 
 #[pinned_drop]
-impl PinnedDrop for Gadget {
+impl<F: Flavor> PinnedDrop for Gadget<F> {
     /// `lp_gadget_free()`'s second half: runs when the box or the `Arc` drops the
     /// gadget, just before its memory is freed, after [`Gadget::release`] took it
     /// out of the registry and the put took its parent reference out: no other
@@ -880,6 +852,304 @@ impl PinnedDrop for Gadget {
     }
 }
 
+/// The flavors counted by a `Refcount` in a `KBox`: all but their 1 -> 0 step
+/// (`$put`) is common.
+macro_rules! refcounted_flavor {
+    ($flavor:ident, $id:expr, $kids:expr, $put:ident) => {
+        impl<R: Registry> Flavor for $flavor<R> {
+            const ID: u32 = $id;
+            const KIDS: Option<KidsLock> = Some($kids);
+            type Registry = R;
+            type Count = Refcount;
+
+            fn new_count(_gadgets: &Gadgets<Self>) -> Refcount {
+                Refcount::new(1)
+            }
+
+            fn alloc(init: impl PinInit<Gadget<Self>>) -> Result<GadgetPtr<Self>> {
+                alloc_box(init)
+            }
+
+            #[inline]
+            unsafe fn get(g: GadgetPtr<Self>) {
+                // SAFETY: The gadget is allocated, its count above zero, for the
+                // whole call (the caller's guarantee).
+                refcount_get(unsafe { g.field(|g| &raw const (*g).count) });
+            }
+
+            fn refcount(g: &GadgetRef<Self>) -> u32 {
+                // `refcount_read()`, the value C's `kref_read()` returns.
+                g.count.read()
+            }
+
+            fn registry_get(gadgets: &Gadgets<Self>, i: usize) -> Option<GadgetRef<Self>> {
+                R::get_unless_zero(&gadgets.registry, i)
+            }
+
+            #[inline]
+            unsafe fn put_one(g: GadgetPtr<Self>, pin: &mut Option<GadgetRef<Self>>) -> Put<Self> {
+                // SAFETY: The caller owns a count of `g` and hands it over: the
+                // gadget is allocated until `$put` gives the count up, and the
+                // borrow of its count alone ([`GadgetPtr::field`]) is used for
+                // that and before. For `release_box`, the gadget lives in a box
+                // (`alloc_box`), and `$put` says whether it took the count to zero
+                // and unlinked it.
+                unsafe {
+                    let refcnt = g.field(|g| &raw const (*g).count);
+                    release_box(g, $put(g, refcnt, pin))
+                }
+            }
+        }
+
+        impl<R: Registry> Counted for $flavor<R> {
+            #[inline]
+            unsafe fn inc_not_zero(g: GadgetPtr<Self>) -> bool {
+                // SAFETY: The gadget is allocated to the end of this call (the
+                // caller's guarantee); a `Refcount` is an `Opaque` with no
+                // destructor ([`GadgetPtr::field`]).
+                refcount_inc_not_zero(unsafe { g.field(|g| &raw const (*g).count) })
+            }
+        }
+    };
+}
+
+/// LOCKED (article v1): a plain count under the arena's mutex, in a `KBox`. Its
+/// registry is always LOCK: the count cannot be tested without the mutex.
+pub(crate) struct Locked;
+
+/// LOCKLESS (article v2): the count of the [`Arc`] the gadget lives in.
+pub(crate) struct Lockless<R>(PhantomData<R>);
+
+/// WEAK_CMPXCHG (article v3): a `Refcount` driven by the cmpxchg loop, 1 -> 0
+/// under the owner's mutex.
+pub(crate) struct WeakCmpxchg<R>(PhantomData<R>);
+
+/// KREF_MUTEX: `kref_put_mutex()`, `Refcount::dec_and_lock()` on the owner's mutex.
+pub(crate) struct KrefMutex<R>(PhantomData<R>);
+
+/// KREF_LOCK: `kref_put_lock()`, `Refcount::dec_and_lock()` on the owner's spinlock.
+pub(crate) struct KrefLock<R>(PhantomData<R>);
+
+/// KREF_RWSEM: the article's exercise, `kref_put_rwsem()`.
+pub(crate) struct KrefRwsem<R>(PhantomData<R>);
+
+impl Flavor for Locked {
+    const ID: u32 = uapi::LP_FLAVOR_LOCKED;
+    const KIDS: Option<KidsLock> = None;
+    type Registry = RegLock;
+    type Count = LockedBy<u32, GadgetsLock>;
+
+    fn new_count(gadgets: &Gadgets<Self>) -> Self::Count {
+        LockedBy::new(&gadgets.lock, 1)
+    }
+
+    fn alloc(init: impl PinInit<Gadget<Self>>) -> Result<GadgetPtr<Self>> {
+        alloc_box(init)
+    }
+
+    /// Article v1: `refcnt++` under the arena mutex. Out of line: its `LockedBy`
+    /// check and overflow check need a stack frame (their panic messages) that
+    /// the other flavors' gets need not set up.
+    #[inline(never)]
+    unsafe fn get(g: GadgetPtr<Self>) {
+        // SAFETY: The caller owns a count; the borrow ends in this call.
+        let g = unsafe { g.as_ref() };
+        let count: &LockedBy<u32, GadgetsLock> = &g.count;
+        let mut state = g.gadgets().lock.lock();
+        *count.access_mut(&mut state) += 1;
+    }
+
+    fn refcount(g: &GadgetRef<Self>) -> u32 {
+        *g.count.access(&g.gadgets().lock.lock())
+    }
+
+    /// One lock: the count's mutex, taken first, as a mutex cannot nest in the
+    /// XArray's spinlock; then the registry's, which the release path takes to
+    /// unregister.
+    fn registry_get(gadgets: &Gadgets<Self>, i: usize) -> Option<GadgetRef<Self>> {
+        let mut state = gadgets.lock.lock();
+        let registry = gadgets.registry.lock();
+        let found = registry.get(i)?;
+        // SAFETY: Found under the registry lock, which we hold until the borrow
+        // ends ([`Found`]'s invariant); the count is `LockedBy` the mutex we hold.
+        let count = unsafe { found.ptr.field(|g| &raw const (*g).count) };
+        let count = count.access_mut(&mut state);
+        if *count == 0 {
+            return None;
+        }
+        *count += 1;
+        // SAFETY: The allocator's pointer (the registry stores it); we took the count.
+        Some(unsafe { GadgetRef::from_raw(found.ptr) })
+    }
+
+    /// `lp_put_locked()`: article v1 put, `refcnt--` under the arena mutex. The
+    /// mutex orders every decrement; the one that sees 1 -> 0 is the last.
+    unsafe fn put_one(g: GadgetPtr<Self>, _pin: &mut Option<GadgetRef<Self>>) -> Put<Self> {
+        let last = {
+            // SAFETY: We own a count; `gr` is last used before the unlock, which
+            // is when another put may free the gadget.
+            let gr = unsafe { g.as_ref() };
+            let mut state = gr.gadgets().lock.lock();
+            let count = gr.count.access_mut(&mut state);
+            *count -= 1;
+            *count == 0
+        };
+        // SAFETY: We released the gadget, and it lives in a box.
+        unsafe { release_box(g, last) }
+    }
+}
+
+impl<R: Registry> Flavor for Lockless<R> {
+    const ID: u32 = uapi::LP_FLAVOR_LOCKLESS;
+    const KIDS: Option<KidsLock> = None;
+    type Registry = R;
+    type Count = ();
+
+    fn new_count(_gadgets: &Gadgets<Self>) {}
+
+    fn alloc(init: impl PinInit<Gadget<Self>>) -> Result<GadgetPtr<Self>> {
+        let raw = Arc::into_raw(Arc::pin_init(init, GFP_KERNEL_ACCOUNT)?);
+        // `Arc::into_raw` never returns null (an `Arc` is never null).
+        NonNull::new(raw.cast_mut()).map(GadgetPtr).ok_or(ENOMEM)
+    }
+
+    /// Article v2: a bare increment without acquire or release semantics,
+    /// `Arc`'s clone (`refcount_inc()`): the caller's own reference keeps the
+    /// gadget alive and was itself obtained with the ordering that mattered.
+    #[inline]
+    unsafe fn get(g: GadgetPtr<Self>) {
+        // SAFETY: `g` is the pointer `Arc::into_raw` returned (`Lockless::alloc`);
+        // the caller's count keeps the `Arc`'s above zero while the borrow lives,
+        // and no `UniqueArc` of a gadget is ever made.
+        let arc = unsafe { ArcBorrow::from_raw(g.0.as_ptr()) };
+        // The new count (`refcount_inc()`) goes to the caller's new reference.
+        core::mem::forget(Arc::from(arc));
+    }
+
+    fn refcount(g: &GadgetRef<Self>) -> u32 {
+        // SAFETY: The pointer `Arc::into_raw` returned; `g`'s count keeps the
+        // `Arc` alive. The `Arc` made here owns none of it and is never dropped,
+        // as in `From<ArcBorrow> for Arc`.
+        let arc = ManuallyDrop::new(unsafe { Arc::from_raw(g.ptr.0.as_ptr()) });
+        Arc::count(&arc)
+    }
+
+    fn registry_get(gadgets: &Gadgets<Self>, i: usize) -> Option<GadgetRef<Self>> {
+        R::get_unless_zero(&gadgets.registry, i)
+    }
+
+    /// `lp_put_lockless()`: article v2 put, the last `Arc` reference's release.
+    ///
+    /// `Arc` decrements with `refcount_dec_and_test()`: release ordering before
+    /// the decrement and acquire after the last one, which is what the article
+    /// asks of `atomic_fetch_dec()` (C uses its fully ordered form): every
+    /// earlier put happens before the releaser reads the parent and frees the
+    /// gadget. `Arc::drop_with` leaves the count at zero while it lends us the
+    /// gadget, so TRYGET's `Arc::from_raw_inc_not_zero` cannot revive it.
+    ///
+    /// The release path runs in the closure, before the `Arc` frees the gadget.
+    /// `drop_with` lends it as `Pin<&mut Gadget>`, which is sound only if no
+    /// other thread holds a reference into the gadget meanwhile: it is on no list
+    /// (LOCKLESS keeps none), no handle holds it (its count is zero), and a
+    /// TRYGET that finds it in the registry touches only the `Arc`'s count,
+    /// beside the gadget, never the gadget itself ([`Found`]), through patch
+    /// 0002's `Arc::from_raw_inc_not_zero()`, which reaches the count by raw
+    /// projections. In an RCU registry the `Arc` frees with
+    /// [`Arc::drop_with_rcu`]: the gadget is dropped at once, the memory, count
+    /// included, after a grace period. Which of the two is `R`'s, a constant.
+    ///
+    /// Always inlined: its fast path is `Arc::drop_with()`'s decrement and one
+    /// test, and left out of line it pays for the release path's stack frame on
+    /// every put. The release path itself is [`release_arc`], out of line.
+    #[inline(always)]
+    unsafe fn put_one(g: GadgetPtr<Self>, _pin: &mut Option<GadgetRef<Self>>) -> Put<Self> {
+        // SAFETY: The pointer `Arc::into_raw` returned (`Lockless::alloc`); the
+        // count the caller hands over is this `Arc`'s.
+        let a = unsafe { Arc::from_raw(g.0.as_ptr()) };
+        let mut parent = None;
+        if R::drop_arc(a, |g| parent = release_arc(g)) {
+            Put::Released(parent)
+        } else {
+            Put::Kept
+        }
+    }
+}
+
+/// [`Lockless::put_one`]'s release path, out of line: [`Gadget::release`], and
+/// the parent reference taken out of the gadget `Arc::drop_with()` lends.
+#[cold]
+#[inline(never)]
+fn release_arc<F: Flavor>(mut g: Pin<&mut Gadget<F>>) -> Option<GadgetRef<F>> {
+    g.as_ref().get_ref().release();
+    g.as_mut().project().parent.take()
+}
+
+impl<R: Registry> Counted for Lockless<R> {
+    #[inline]
+    unsafe fn inc_not_zero(g: GadgetPtr<Self>) -> bool {
+        let allocation = g.0.as_ptr();
+        // SAFETY: The pointer `Arc::into_raw` returned, whose allocation stays
+        // live meanwhile (the caller's guarantee); no `UniqueArc` of a gadget is
+        // ever made. The count it took goes to the caller's reference.
+        unsafe { Arc::from_raw_inc_not_zero(allocation) }
+            .map(core::mem::forget)
+            .is_some()
+    }
+}
+
+/// Allocates a gadget in a pinned `KBox` (every flavor but LOCKLESS).
+fn alloc_box<F: Flavor>(init: impl PinInit<Gadget<F>>) -> Result<GadgetPtr<F>> {
+    // The gadget is never moved out of its allocation: [`release_box`] rebuilds
+    // the pinned box from this pointer and drops it in place.
+    let raw = KBox::pin_init(init, GFP_KERNEL_ACCOUNT)?.into_foreign();
+    // `into_foreign` never returns null (a `KBox` is never null).
+    NonNull::new(raw.cast()).map(GadgetPtr).ok_or(ENOMEM)
+}
+
+/// `lp_gadget_free()` of a boxed gadget, if the put that computed `last` took
+/// its count to zero: unregisters it ([`Gadget::release`]), takes out its parent
+/// reference, and drops and frees it, at once or after a grace period
+/// ([`Registry::free_box`]).
+///
+/// # Safety
+///
+/// `g` lives in a box from [`alloc_box`]; if `last`, the caller's put took its
+/// count to zero and unlinked it from its weak list, so no other thread can take
+/// a count of it but through the registry.
+#[inline]
+unsafe fn release_box<F: Flavor>(g: GadgetPtr<F>, last: bool) -> Put<F> {
+    if !last {
+        return Put::Kept;
+    }
+    // SAFETY: The caller's guarantees, with `last`.
+    unsafe { free_box(g) }
+}
+
+/// [`release_box`] once the count reached zero, out of line: the put's fast
+/// path is the decrement alone, as in std's `Arc::drop()`.
+///
+/// # Safety
+///
+/// As [`release_box`]'s, with `last`.
+#[cold]
+#[inline(never)]
+unsafe fn free_box<F: Flavor>(g: GadgetPtr<F>) -> Put<F> {
+    // SAFETY: We released the gadget, so nobody else frees it; the borrow ends
+    // before the box is rebuilt.
+    unsafe { g.as_ref() }.release();
+    // SAFETY: `alloc_box` made the pointer with `into_foreign` of a pinned box.
+    // `release()` took the gadget out of the registry, the last place another
+    // thread could find it, under the registry lock: no other reference to it
+    // exists, so the box may borrow it mutably to drop it (in place, it is
+    // pinned) and free it. In RCU mode a TRYGET that found it before may still
+    // hold a borrow of its count ([`GadgetPtr::field`]): a `Refcount`, an
+    // `Opaque`, which `KBox::drop_rcu` keeps allocated for a grace period.
+    let mut b = unsafe { <Pin<KBox<Gadget<F>>>>::from_foreign(g.0.as_ptr().cast()) };
+    let parent = b.as_mut().project().parent.take();
+    F::Registry::free_box(b);
+    Put::Released(parent)
+}
+
 /// `lp_owner_pin()`: keeps the lock of `g`'s list allocated across a slow put.
 ///
 /// `Refcount::dec_and_lock()` and [`put_kref_rwsem`] take the owner's lock for a
@@ -891,51 +1161,29 @@ impl PinnedDrop for Gadget {
 /// may still be touching the lock in its slow path
 /// (`Documentation/locking/mutex-design.rst`). A reference to the parent, taken
 /// while our own count of `g` keeps it alive, keeps the lock allocated until
-/// [`put_ptr`] drops it, after the unlock. A root needs none: its list is the
-/// arena's, which outlives every put. The article's cmpxchg loop
+/// [`put_cascade`] drops it, after the unlock. A root needs none: its list is
+/// the arena's, which outlives every put. The article's cmpxchg loop
 /// ([`put_weak_cmpxchg`]) needs none either: it unlocks before it decrements.
 /// `spin_unlock()` (KREF_LOCK) is one release store and touches the lock no more
 /// after it, but for `PREEMPT_RT`, where a spinlock sleeps.
 ///
-/// Returns the pin (`None` for a root) and the owner's list, borrowed from the
-/// pin or the arena, not from `g`.
+/// Returns the owner's list, borrowed from the pin or the arena, not from `g`.
 ///
 /// # Safety
 ///
 /// The caller owns a count of `g`.
 #[inline]
-unsafe fn owner_pin<'a>(g: GadgetPtr, pin: &'a mut Option<GadgetRef>) -> &'a Kids {
+unsafe fn owner_pin<F: Flavor>(g: GadgetPtr<F>, pin: &mut Option<GadgetRef<F>>) -> &Kids<F> {
     // SAFETY: The caller owns a count, so `g` is allocated and not mutably
     // borrowed; the borrow ends in this function, before any decrement.
     let gr = unsafe { g.as_ref() };
-    let gadgets = gr.gadgets;
+    // Not borrowed from `g`: the arena's, which outlive their gadgets.
+    let gadgets = gr.gadgets();
     *pin = gr.parent.clone();
-    let pin: &'a Option<GadgetRef> = pin;
     match pin {
         Some(p) => &p.kids,
-        // SAFETY: The arena's gadgets outlive their gadgets (`Gadget` invariant).
-        None => unsafe { &gadgets.as_ref().roots },
+        None => &gadgets.roots,
     }
-}
-
-/// `lp_put_locked()`: article v1 put, `refcnt--` under the arena mutex.
-///
-/// The mutex orders every decrement; the one that sees 1 -> 0 is the last.
-///
-/// # Safety
-///
-/// The caller owns a count of `g` and hands it over.
-#[inline]
-unsafe fn put_locked(g: GadgetPtr) -> bool {
-    // SAFETY: We own a count; `gr` is last used before the unlock, which is
-    // when another put may free the gadget.
-    let gr = unsafe { g.as_ref() };
-    // SAFETY: The arena's gadgets outlive their gadgets (`Gadget` invariant).
-    let gadgets = unsafe { gr.gadgets.as_ref() };
-    let mut state = gadgets.lock.lock();
-    let count = gr.count.access_mut(&mut state);
-    *count -= 1;
-    *count == 0
 }
 
 /// `lp_put_weak_cmpxchg()`: article v3 put, the cmpxchg loop.
@@ -958,15 +1206,19 @@ unsafe fn put_locked(g: GadgetPtr) -> bool {
 ///
 /// # Safety
 ///
-/// The caller owns a count of `g` and hands it over.
+/// The caller owns a count of `g`, whose count is `refcnt`, and hands it over.
 #[inline]
-unsafe fn put_weak_cmpxchg(g: GadgetPtr) -> bool {
-    // SAFETY: We own a count; `gr` is last used before the first decrement.
-    let gr = unsafe { g.as_ref() };
-    let owner = gr.owner();
-    // SAFETY: We own a count, and give it up only in a cmpxchg below, after
-    // which `count` is not used again.
-    let count = unsafe { g.refcnt() }.as_atomic();
+unsafe fn put_weak_cmpxchg<F: Flavor>(
+    g: GadgetPtr<F>,
+    refcnt: &Refcount,
+    _pin: &mut Option<GadgetRef<F>>,
+) -> bool {
+    // SAFETY: We own a count; the borrow of `g` ends in this statement. The
+    // owner is the parent, which `g` keeps alive until its final put, or the
+    // arena.
+    let owner = unsafe { g.as_ref() }.owner();
+    // Given up only in a cmpxchg below, after which `count` is not used again.
+    let count = refcnt.as_atomic();
     loop {
         let old = count.load(Relaxed);
         // An over-put: nothing to release, and no retry would end.
@@ -999,12 +1251,14 @@ unsafe fn put_weak_cmpxchg(g: GadgetPtr) -> bool {
 ///
 /// # Safety
 ///
-/// The caller owns a count of `g` and hands it over; it drops `pin` after this
-/// returns.
+/// The caller owns a count of `g`, whose count is `refcnt`, and hands it over;
+/// it drops `pin` after this returns.
 #[inline]
-unsafe fn put_kref_mutex(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> bool {
-    // SAFETY: We own a count, and give it up only in this call.
-    let refcnt = unsafe { g.refcnt() };
+unsafe fn put_kref_mutex<F: Flavor>(
+    g: GadgetPtr<F>,
+    refcnt: &Refcount,
+    pin: &mut Option<GadgetRef<F>>,
+) -> bool {
     if refcnt.dec_not_one() {
         return false;
     }
@@ -1028,12 +1282,14 @@ unsafe fn put_kref_mutex(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> bool {
 ///
 /// # Safety
 ///
-/// The caller owns a count of `g` and hands it over; it drops `pin` after this
-/// returns.
+/// The caller owns a count of `g`, whose count is `refcnt`, and hands it over;
+/// it drops `pin` after this returns.
 #[inline]
-unsafe fn put_kref_lock(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> bool {
-    // SAFETY: We own a count, and give it up only in this call.
-    let refcnt = unsafe { g.refcnt() };
+unsafe fn put_kref_lock<F: Flavor>(
+    g: GadgetPtr<F>,
+    refcnt: &Refcount,
+    pin: &mut Option<GadgetRef<F>>,
+) -> bool {
     let owner = if cfg!(CONFIG_PREEMPT_RT) {
         if refcnt.dec_not_one() {
             return false;
@@ -1062,12 +1318,14 @@ unsafe fn put_kref_lock(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> bool {
 ///
 /// # Safety
 ///
-/// The caller owns a count of `g` and hands it over; it drops `pin` after this
-/// returns.
+/// The caller owns a count of `g`, whose count is `refcnt`, and hands it over;
+/// it drops `pin` after this returns.
 #[inline]
-unsafe fn put_kref_rwsem(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> bool {
-    // SAFETY: We own a count, and give it up only in this call.
-    let refcnt = unsafe { g.refcnt() };
+unsafe fn put_kref_rwsem<F: Flavor>(
+    g: GadgetPtr<F>,
+    refcnt: &Refcount,
+    pin: &mut Option<GadgetRef<F>>,
+) -> bool {
     if refcnt.dec_not_one() {
         return false;
     }
@@ -1081,190 +1339,116 @@ unsafe fn put_kref_rwsem(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> bool {
     true
 }
 
-/// `lp_put_lockless()`: article v2 put, the last `Arc` reference's release.
-///
-/// `Arc` decrements with `refcount_dec_and_test()`: release ordering before the
-/// decrement and acquire after the last one, which is what the article asks of
-/// `atomic_fetch_dec()` (C uses its fully ordered form): every earlier put
-/// happens before the releaser reads the parent and frees the gadget.
-/// `Arc::drop_with` leaves the count at zero while it lends us the gadget, so
-/// TRYGET's `Arc::from_raw_inc_not_zero` cannot revive it.
-///
-/// The release path runs in the closure, before the `Arc` frees the gadget.
-/// `drop_with` lends it as `Pin<&mut Gadget>`, which is sound only if no other
-/// thread holds a reference into the gadget meanwhile: it is on no list
-/// (LOCKLESS keeps none), no handle holds it (its count is zero), and a TRYGET
-/// that finds it in the registry touches only the `Arc`'s count, beside the
-/// gadget, never the gadget itself: `tryget()` makes no `&Gadget` in LOCKLESS
-/// before its increment succeeded, and patch 0002's
-/// `Arc::from_raw_inc_not_zero()` reaches the count through raw projections,
-/// without a reference to the gadget or its `ArcInner`.
-///
-/// In an RCU-mode arena the `Arc` frees with [`Arc::drop_with_rcu`]: the gadget
-/// is dropped at once, the memory, count included, after a grace period, for
-/// the TRYGETs that found it in the registry without a lock. Which of the two
-/// must be known before the decrement: the mode is read first, from the arena.
-///
-/// Returns the parent reference if this was the last reference (the gadget is
-/// freed), `None` inside `Some` for a root, `None` if the gadget lives on.
-///
-/// # Safety
-///
-/// The caller owns a count of LOCKLESS gadget `g` and hands it over.
+/// `kref_get()` of the flavors counted by a `Refcount` (article v2's get): a bare
+/// increment, `Refcount::inc()`, without acquire or release semantics: the
+/// caller's own reference keeps the gadget alive and was itself obtained with
+/// the ordering that mattered.
 #[inline]
-unsafe fn put_lockless(g: GadgetPtr) -> Option<Option<GadgetRef>> {
-    // SAFETY: We own a count; the borrow ends in this statement.
-    let rcu = unsafe { g.as_ref() }.gadgets().registry_mode() == uapi::LP_REGISTRY_RCU;
-    // SAFETY: A LOCKLESS gadget lives in an `Arc` whose pointer `allocation()`
-    // rebuilds; the count the caller hands over is this `Arc`'s.
-    let a = unsafe { Arc::from_raw(g.allocation()) };
-    let mut parent = None;
-    let release = |mut g: Pin<&mut Gadget>| {
-        g.as_ref().get_ref().release();
-        parent = g.as_mut().project().parent.take();
-    };
-    let freed = if rcu {
-        Arc::drop_with_rcu(a, release)
-    } else {
-        Arc::drop_with(a, release)
-    };
-    freed.then_some(parent)
+fn refcount_get(refcnt: &Refcount) {
+    refcnt.inc();
 }
 
-/// One put in the arena's flavor (`lp_put_one()`, and `lp_gadget_free()` for the
-/// gadget it released). Returns the parent reference if this put released the
-/// gadget (`None` inside `Some` for a root), `None` if the gadget lives on. A
-/// slow put may leave a reference to the parent in `pin`, for the caller to drop.
-///
-/// # Safety
-///
-/// The caller owns a count of `g` and hands it over.
+/// `kref_get_unless_zero()` of the flavors counted by a `Refcount`:
+/// `Refcount::inc_not_zero()`. Its caller reaches the count by place projection
+/// alone ([`GadgetPtr::field`]): the gadget may be mid-drop, lent out as
+/// `Pin<&mut Gadget>` by its release path.
 #[inline]
-unsafe fn put_one(g: GadgetPtr, pin: &mut Option<GadgetRef>) -> Option<Option<GadgetRef>> {
-    // SAFETY: We own a count; the borrow ends in this statement.
-    let flavor = unsafe { g.as_ref() }.flavor();
-    // SAFETY: For each: we own a count and hand it over.
-    let last = unsafe {
-        match flavor {
-            uapi::LP_FLAVOR_LOCKED => put_locked(g),
-            uapi::LP_FLAVOR_LOCKLESS => return put_lockless(g),
-            uapi::LP_FLAVOR_WEAK_CMPXCHG => put_weak_cmpxchg(g),
-            uapi::LP_FLAVOR_KREF_MUTEX => put_kref_mutex(g, pin),
-            uapi::LP_FLAVOR_KREF_LOCK => put_kref_lock(g, pin),
-            uapi::LP_FLAVOR_KREF_RWSEM => put_kref_rwsem(g, pin),
-            other => {
-                unknown_flavor(other);
-                false
-            }
-        }
-    };
-    if !last {
-        return None;
-    }
-    // This was the last reference: the gadget is off every weak list, and no
-    // other thread can take a count of it any more but through the registry.
-    // SAFETY: We released the gadget, so nobody else frees it; the borrow ends
-    // before the box is rebuilt.
-    let gr = unsafe { g.as_ref() };
-    gr.release();
-    let rcu = gr.gadgets().registry_mode() == uapi::LP_REGISTRY_RCU;
-    // SAFETY: The gadget lives in a pinned `KBox` (not LOCKLESS), whose pointer
-    // `allocation()` rebuilds. `release()` took it out of the registry, the last
-    // place another thread could find it, under the registry lock: no other
-    // reference to it exists, so the box may borrow it mutably to drop it (in
-    // place, it was pinned) and free it. In RCU mode a TRYGET that found it
-    // before may still hold a borrow of its `refcnt` (see `GadgetPtr::refcnt`):
-    // a `Refcount`, an `Opaque`, over which the box's `&mut Gadget` claims no
-    // uniqueness, and which `KBox::drop_rcu` keeps allocated for a grace period.
-    let mut b = unsafe { Pin::new_unchecked(KBox::from_raw(g.allocation())) };
-    let parent = b.as_mut().project().parent.take();
-    if rcu {
-        KBox::drop_rcu(b);
-    }
-    Some(parent)
+fn refcount_inc_not_zero(refcnt: &Refcount) -> bool {
+    refcnt.inc_not_zero()
 }
 
-/// `lp_gadget_put()`: drops one reference, releasing what reaches zero.
-/// [`AlwaysRefCounted::dec_ref`], and [`put`] for a count of what it released.
+refcounted_flavor!(
+    WeakCmpxchg,
+    uapi::LP_FLAVOR_WEAK_CMPXCHG,
+    KidsLock::Mutex,
+    put_weak_cmpxchg
+);
+refcounted_flavor!(
+    KrefMutex,
+    uapi::LP_FLAVOR_KREF_MUTEX,
+    KidsLock::Mutex,
+    put_kref_mutex
+);
+refcounted_flavor!(
+    KrefLock,
+    uapi::LP_FLAVOR_KREF_LOCK,
+    KidsLock::Spin,
+    put_kref_lock
+);
+refcounted_flavor!(
+    KrefRwsem,
+    uapi::LP_FLAVOR_KREF_RWSEM,
+    KidsLock::RwSem,
+    put_kref_rwsem
+);
+
+/// `lp_gadget_put()`: drops one reference, releasing what reaches zero; the
+/// drop of a [`GadgetRef`], and [`put`] for a count of what it released.
 ///
-/// Releasing a gadget drops its reference to the parent, which may cascade up
-/// the tree. The cascade is a loop, not a recursion: constant stack for any
-/// depth, and the pin a slow put took on the owner ([`owner_pin`]) is dropped
-/// in the same loop, after that put's unlock. Ordering is that of the flavor's
-/// put.
+/// May sleep, whatever the flavor (`might_sleep()`): the slow put of the kref
+/// flavors takes the owner's mutex or semaphore, and releasing a gadget may
+/// release its whole chain. The common case, a put that was not the last and
+/// pinned nothing, returns at once; the rest is [`put_cascade`]. Ordering is
+/// that of the flavor's put.
 ///
 /// Returns the number of gadgets this put released.
 ///
 /// # Safety
 ///
 /// The caller owns a count of `g` and hands it over.
-unsafe fn put_ptr(mut g: GadgetPtr) -> u32 {
+#[inline(always)]
+unsafe fn put_ptr<F: Flavor>(g: GadgetPtr<F>) -> u32 {
+    kernel::task::might_sleep();
+    let mut pin = None;
+    // SAFETY: The caller's count, handed over.
+    let put = unsafe { F::put_one(g, &mut pin) };
+    if matches!(put, Put::Kept) && pin.is_none() {
+        // Neither holds a reference: nothing to drop. (Their drop glue, which
+        // may put, is recursive, and would stay an out-of-line call.)
+        core::mem::forget((put, pin));
+        return 0;
+    }
+    put_cascade(put, pin)
+}
+
+/// The rest of a put that released a gadget or pinned its owner
+/// ([`owner_pin`]). Releasing a gadget drops its reference to the parent, which
+/// may cascade up the tree. The cascade is a loop, not a recursion: constant
+/// stack for any depth, and a pin is dropped in the same loop, after its put's
+/// unlock. It offers to reschedule after each released gadget, as C's
+/// `cond_resched()` does: Rust 7.3 has no binding for it, and on these kernels
+/// (`CONFIG_PREEMPTION`, no `CONFIG_PREEMPT_DYNAMIC`) C's call is only the debug
+/// check `__might_resched()`, which `might_sleep()` performs too.
+#[cold]
+#[inline(never)]
+fn put_cascade<F: Flavor>(mut put: Put<F>, mut pin: Option<GadgetRef<F>>) -> u32 {
     let mut released = 0;
     loop {
-        let mut pin = None;
-        // SAFETY: We own a count of `g` (the caller's, then the parent reference
-        // the released child held, or the pin) and hand it over.
-        let next = match unsafe { put_one(g, &mut pin) } {
-            // Not the last: drop the owner's pin if it took one.
-            None => pin,
-            Some(parent) => {
+        let next = match put {
+            // Not the last: put the owner's pin, which may be the last of the
+            // parent if the gadget was released meanwhile on another CPU.
+            Put::Kept => pin.take(),
+            Put::Released(parent) => {
                 released += 1;
-                if let Some(p) = pin {
-                    // `parent` is a reference to the same gadget: not its last.
-                    p.refcnt.dec();
-                    core::mem::forget(p);
-                }
+                // `parent` is a reference to the same gadget: not its last, so
+                // dropping the pin here releases nothing.
+                drop(pin.take());
+                kernel::task::might_sleep();
                 parent
             }
         };
         let Some(next) = next else {
             return released;
         };
-        g = GadgetPtr(ARef::into_raw(next));
+        // SAFETY: We own `next`'s count (the parent reference the released child
+        // held, or the pin) and hand it over.
+        put = unsafe { F::put_one(next.into_raw(), &mut pin) };
     }
 }
 
 /// Drops `g`, as its drop would, telling how many gadgets that put released
 /// (PUT's answer).
-pub(crate) fn put(g: GadgetRef) -> u32 {
+pub(crate) fn put<F: Flavor>(g: GadgetRef<F>) -> u32 {
     // SAFETY: `into_raw` hands over the count `g` owned.
-    unsafe { put_ptr(GadgetPtr(ARef::into_raw(g))) }
-}
-
-/// `lp_gadget_get_refcount()`: RUN GET_PUT_REFCOUNT's get: LOCKLESS's
-/// `refcount_inc()` ([`Arc::from`] an [`ArcBorrow`]) without the flavor
-/// dispatch of [`Gadget::get`], the shape of C's row.
-///
-/// # Safety
-///
-/// `g` is a LOCKLESS gadget: it lives in an `Arc`. (Any other lives in a
-/// `KBox`, where no `Arc` count lies before it.)
-#[inline]
-pub(crate) unsafe fn get_refcount(g: &Gadget) -> GadgetRef {
-    // SAFETY: `g` lives in an `Arc` (the caller's promise), whose pointer
-    // `allocation()` rebuilds; the caller's reference keeps the count above zero
-    // while the borrow lives, and no `UniqueArc` of a gadget is ever made.
-    let arc = unsafe { ArcBorrow::from_raw(GadgetPtr::of(g).allocation()) };
-    core::mem::forget(Arc::from(arc));
-    // SAFETY: The count just taken (`refcount_inc()`) goes to the new `ARef`.
-    unsafe { ARef::from_raw(NonNull::from(g)) }
-}
-
-/// `lp_gadget_put_refcount()`: RUN GET_PUT_REFCOUNT's put: LOCKLESS's
-/// [`Arc::drop_with`] (`refcount_dec_and_test()`) without the flavor dispatch
-/// of [`put`]; a released gadget's parent is put with [`put`]. Returns the
-/// gadgets released.
-///
-/// # Safety
-///
-/// `g` is a LOCKLESS gadget, as for [`get_refcount`].
-#[inline]
-pub(crate) unsafe fn put_refcount(g: GadgetRef) -> u32 {
-    // SAFETY: `g` lives in an `Arc` (the caller's promise); `into_raw` hands over
-    // the count `g` owned.
-    match unsafe { put_lockless(GadgetPtr(ARef::into_raw(g))) } {
-        None => 0,
-        Some(None) => 1,
-        Some(Some(parent)) => 1 + put(parent),
-    }
+    unsafe { put_ptr(g.into_raw()) }
 }
