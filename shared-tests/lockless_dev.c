@@ -1071,6 +1071,118 @@ TEST_F_TIMEOUT(dev, handle_count_never_goes_below_zero, LPU_SLOW_TIMEOUT)
 	EXPECT_EQ(1, lpu_put(self->fd, sh.root));
 }
 
+/*
+ * A NEW that fails after its gadget was allocated, a TRYGET of that
+ * gadget, and a CONFIGURE that flips the flavor and the registry mode:
+ * the gadget's last put must still be the put of the flavor it was made
+ * in, and its free the free of its registry mode. The C module never lets
+ * a TRYGET find an unpublished gadget (xa_reserve()); the Rust module
+ * stores it in the registry at once, so its TRYGET may hold the last
+ * count of a gadget whose NEW failed, and a CONFIGURE must not change
+ * what that put does (a KBox freed as an Arc's data, or the reverse, is
+ * heap corruption KASAN reports). LP_IOC_DELAY stretches both windows:
+ * the NEW stalls after its allocation (NEW_ALLOC), the TRYGET after it
+ * took its count (TRYGET_HELD), and the CONFIGURE comes in between.
+ */
+#define NF_STALL_US	200000
+#define NF_TRYGET_US	50000
+#define NF_CONFIGURE_US	100000
+
+struct nf_race {
+	int fd;
+	void *ro;
+	__u32 to_flavor, to_registry;
+	int ret[3];		/* NEW, TRYGET, CONFIGURE */
+};
+
+static void *nf_racer(void *arg)
+{
+	struct lpu_thread *t = arg;
+	struct nf_race *r = t->shared;
+	__u32 h;
+
+	switch (t->index) {
+	case 0:
+		r->ret[0] = lpu_call(r->fd, LP_IOC_NEW, r->ro);
+		break;
+	case 1:
+		usleep(NF_TRYGET_US);
+		r->ret[1] = lpu_tryget(r->fd, 1, &h);
+		break;
+	default:
+		usleep(NF_CONFIGURE_US);
+		r->ret[2] = lpu_configure_registry(r->fd, r->to_flavor,
+						   r->to_registry);
+		break;
+	}
+	return NULL;
+}
+
+TEST_F(dev, failed_new_held_by_tryget_keeps_its_flavor)
+{
+	static const __u32 flips[][4] = {
+		{ LP_FLAVOR_KREF_MUTEX, LP_REGISTRY_LOCK,
+		  LP_FLAVOR_LOCKLESS, LP_REGISTRY_RCU },
+		{ LP_FLAVOR_LOCKLESS, LP_REGISTRY_LOCK,
+		  LP_FLAVOR_KREF_MUTEX, LP_REGISTRY_RCU },
+		{ LP_FLAVOR_KREF_MUTEX, LP_REGISTRY_RCU,
+		  LP_FLAVOR_LOCKLESS, LP_REGISTRY_LOCK },
+		{ LP_FLAVOR_LOCKLESS, LP_REGISTRY_RCU,
+		  LP_FLAVOR_KREF_MUTEX, LP_REGISTRY_LOCK },
+	};
+	const __u32 points = 1u << LP_DELAY_NEW_ALLOC |
+			     1u << LP_DELAY_TRYGET_HELD;
+	long page = sysconf(_SC_PAGESIZE);
+	struct lp_arena_stat as;
+	unsigned int k;
+	void *ro;
+
+	if (lacks(_metadata, &self->id, variant->module, variant->reference,
+		  1u << LP_FLAVOR_KREF_MUTEX | 1u << LP_FLAVOR_LOCKLESS, 0))
+		return;
+	if ((self->id.delay_points & points) != points)
+		SKIP(return, "%s has no delay points (not a debug kernel)",
+		     variant->module);
+	ro = mmap(NULL, page, PROT_READ | PROT_WRITE,
+		  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, ro);
+	*(struct lp_new *)ro = (struct lp_new){ .parent = LP_HANDLE_NONE };
+	ASSERT_EQ(0, mprotect(ro, page, PROT_READ));
+
+	for (k = 0; k < ARRAY_SIZE(flips); k++) {
+		struct lp_delay d = { .points = points, .usecs = NF_STALL_US };
+		struct nf_race r = {
+			.ro = ro,
+			.to_flavor = flips[k][2],
+			.to_registry = flips[k][3],
+		};
+
+		r.fd = open(variant->path, O_RDWR | O_CLOEXEC);
+		ASSERT_LE(0, r.fd);
+		ASSERT_EQ(0, lpu_configure_registry(r.fd, flips[k][0],
+						    flips[k][1]));
+		ASSERT_EQ(0, lpu_call(r.fd, LP_IOC_DELAY, &d));
+		run_threads(3, nf_racer, &r);
+
+		/* The NEW's answer could not be copied out. */
+		EXPECT_EQ(-EFAULT, r.ret[0]) TH_LOG("flip %u", k);
+		/* Unpublished, then released: never handed out. */
+		EXPECT_EQ(-ENOENT, r.ret[1]) TH_LOG("flip %u", k);
+		/* Waited for the gadget to go, then flipped. */
+		EXPECT_EQ(0, r.ret[2]) TH_LOG("flip %u", k);
+		d.points = 0;
+		EXPECT_EQ(0, lpu_call(r.fd, LP_IOC_DELAY, &d));
+		EXPECT_EQ(0, lpu_arena_stat(r.fd, &as));
+		EXPECT_EQ(flips[k][2], as.flavor) TH_LOG("flip %u", k);
+		EXPECT_EQ(0, as.live) TH_LOG("flip %u", k);
+		EXPECT_EQ(0, arena_still_works(r.fd)) TH_LOG("flip %u", k);
+		close(r.fd);
+		/* Every gadget of the round freed, by its own put. */
+		EXPECT_EQ(0, module_live(self->fd)) TH_LOG("flip %u", k);
+	}
+	munmap(ro, page);
+}
+
 TEST_F(dev, lookup_in_flavor_without_child_list_is_eopnotsupp)
 {
 	struct lp_run run;
