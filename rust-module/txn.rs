@@ -309,7 +309,8 @@ impl Txn {
         // Dropped before `state`: `spin_unlock()`, then `read_unlock()`.
         let _handle_lock = is_locked(&state).then(|| self.t_handle_lock.lock());
         let wanted = self.add_transaction_credits(&state, nblocks)?;
-        h.credits += nblocks;
+        // A handle holds at most the limit (`LP_TXN_CREDITS_MAX`): no wrap.
+        h.credits = h.credits.wrapping_add(nblocks);
         // 0 < `wanted` <= the limit.
         Ok(wanted as u32)
     }
@@ -321,7 +322,8 @@ impl Txn {
         // `nblocks` was granted, so it is at most the limit and fits an `i32`.
         self.t_outstanding_credits
             .fetch_sub(nblocks as i32, Relaxed);
-        h.credits -= nblocks;
+        // `h` holds the `nblocks` granted: no wrap.
+        h.credits = h.credits.wrapping_sub(nblocks);
     }
 
     /// `lp_txn_wait_updates()`: `jbd2_journal_wait_updates()`. Called and
