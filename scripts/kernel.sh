@@ -56,19 +56,6 @@ if [ ! -f "$src/.lp-ready" ]; then
 	done
 	touch "$src.tmp/.lp-ready"
 	mv "$src.tmp" "$src"
-	# Older sources are dead weight (~1.5 GB each), unless a kernel of
-	# another kind was built from one: a check on that kind may be
-	# running, and its judge reads kunit_parser from that tree. This
-	# kind's kernel is about to be rebuilt from $src.
-	others=()
-	for f in "$LP_CACHE_IN"/kernel-*/.lp-src; do
-		[ -f "$f" ] && [ "$f" != "$kdir/.lp-src" ] && others+=("$f")
-	done
-	for old in "$LP_CACHE_IN"/src-*; do
-		[ "$old" = "$src" ] && continue
-		[ ${#others[@]} -gt 0 ] && grep -qxF "${old##*/src-}" "${others[@]}" && continue
-		rm -rf "$old"
-	done
 fi
 
 # A build directory made from another source tree cannot be reused.
@@ -79,6 +66,17 @@ fi
 mkdir -p "$kdir"
 echo "$shash" >"$kdir/.lp-src"
 rm -f "$kdir/.lp-stamp"
+
+# Older sources are dead weight (~1.5 GB each), unless a kernel of
+# another kind was built from one: a check on that kind may be running,
+# and its judge reads kunit_parser from that tree. This kind's kernel now
+# names $src, whether this run unpacked it or another kind had, so the
+# tree it was built from before goes unless another kind names it too.
+for old in "$LP_CACHE_IN"/src-*; do
+	[ "$old" = "$src" ] && continue
+	grep -qsxF "${old##*/src-}" "$LP_CACHE_IN"/kernel-*/.lp-src ||
+		rm -rf "$old"
+done
 
 cd "$src"
 mk() { make -s O="$kdir" LLVM=1 "$@"; }
