@@ -9,8 +9,11 @@
 # chromium lives in its own small cached Debian root ($LP_CACHE/chromeroot,
 # made with mmdebstrap like litmus.sh's herd root), never in the toolchain
 # root (whose packages make the kernel's tools) nor on the host. It runs
-# there in a private mount namespace, headless, without its sandbox (it
-# runs as root of that namespace), with nothing but build/study bound in.
+# there in a private mount namespace and a PID namespace of its own, with
+# a fresh /proc that shows only its processes; headless, without its
+# sandbox (it runs as root of those namespaces), with nothing but
+# build/study bound in. As root or as an ordinary user alike: a user
+# namespace that owns a PID namespace may mount that namespace's proc.
 #
 # usage: scripts/study_check.sh   (make study first; make study-check does)
 # env:   STUDY_WIDTH, STUDY_HEIGHT: the screenshot's size (1500x2200)
@@ -48,8 +51,11 @@ if [ "${LP_STUDY_NS:-}" != 1 ]; then
 	rm -f "$study/screenshot.png" "$study/dom.html"
 	t0=$SECONDS
 	# Re-enter in a private mount namespace: the mounts below vanish with
-	# its last process, on success, error, Ctrl-C or kill -9.
-	"${LP_UNSHARE[@]}" -- env LP_STUDY_NS=1 "$0" "$@"
+	# its last process, on success, error, Ctrl-C or kill -9. And in a PID
+	# namespace (the re-entered script is its init): its own proc can be
+	# mounted below, and when it ends, or unshare dies (--kill-child), the
+	# kernel kills every chromium process left.
+	"${LP_UNSHARE[@]}" --pid --fork --kill-child -- env LP_STUDY_NS=1 "$0" "$@"
 	lp_say "chromium rendered the page twice in $((SECONDS - t0)) s"
 	# The judge: the rendered DOM against the patterns (inside the
 	# toolchain root, whose python3 runs every other generator).
@@ -57,13 +63,16 @@ if [ "${LP_STUDY_NS:-}" != 1 ]; then
 	exit
 fi
 
-# ---------------------------------------------- inside the mount namespace
+# ------------------------------------- inside the mount and PID namespaces
+# (LP_USERNS is 0 here even for a user: uid 0 of the user namespace.)
 mkdir -p "$chromeroot$in_study" "$chromeroot/dev" "$chromeroot/proc" "$chromeroot/tmp"
-if [ "$LP_USERNS" = 1 ]; then
-	mount --rbind /proc "$chromeroot/proc"
-else
-	mount -t proc proc "$chromeroot/proc"
-fi
+# The proc of our PID namespace. A user namespace may not mount a fresh
+# proc where the host's /proc has mounts over parts of it (lxcfs's
+# /proc/cpuinfo, a container's masked paths); then the host's, bound,
+# as inroot.sh does.
+mount -t proc -o nosuid,nodev,noexec proc "$chromeroot/proc" 2>/dev/null ||
+	mount --rbind /proc "$chromeroot/proc" ||
+	lp_die "cannot mount a proc in the chromium root $chromeroot (neither a fresh one in its PID namespace nor the host's, bound)"
 mount --rbind /dev "$chromeroot/dev"
 # chromium's shared memory: a tmpfs of its own, not the host's /dev/shm.
 mkdir -p "$chromeroot/dev/shm"
