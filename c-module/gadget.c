@@ -188,7 +188,9 @@ void lp_gadget_discard(struct lp_gadget *g)
  * @g: the gadget from lp_gadget_alloc()
  * @parent: the parent (the caller holds a reference to it), or NULL
  *
- * Takes a reference to @parent for @g, registers @g for TRYGET in the slot
+ * Takes a reference to @parent for @g (the Rust module takes it at
+ * allocation, see STAT's refcount in the UAPI header), registers @g for
+ * TRYGET in the slot
  * lp_gadget_alloc() reserved (no allocation, so no failure), and links it
  * on its owner's list under the owner's lock last (flavors with a child
  * list): both the registry's lock (xa_store() takes it) and the list lock

@@ -657,6 +657,10 @@ impl<F: Flavor> Gadget<F> {
     /// Takes a reference to `parent` for the new gadget, links it on its owner's
     /// list under the owner's lock (flavors with a child list), and registers it
     /// for TRYGET last, once it is complete; every step that can fail is here.
+    /// So, unlike C, which takes it in `lp_gadget_publish()`, the parent counts
+    /// the new gadget's reference from now on, and a STAT of the parent sees it
+    /// while the NEW is in flight, until a failed NEW drops it again (STAT's
+    /// `refcount` in the UAPI header says so).
     /// Unpublished, it is invisible: LOOKUP and TRYGET skip it, and nothing counts
     /// it but [`LIVE_GADGETS`] and the arena's live gadgets (so CONFIGURE answers
     /// `EBUSY`). C reserves its registry slot (`xa_reserve()`) and links it only

@@ -485,7 +485,12 @@ struct lp_tryget {
  * struct lp_stat - one gadget seen through a handle (LP_IOC_STAT)
  * @handle: in: a handle held by this file
  * @refcount: out: the gadget's reference count (handles, children and
- *            in-flight references together)
+ *            in-flight references together). In flight includes, in the
+ *            Rust module only, the reference a NEW of a child holds from
+ *            its allocation until it publishes or fails (C takes it when
+ *            it publishes): the Rust child is linked on this gadget's
+ *            list at its allocation, as neither its registry slot nor
+ *            the list can be reserved in 7.3's Rust
  * @id: out: the gadget's id
  * @parent_id: out: the parent's id, 0 for a root
  * @children: out: live children (each holds a reference to this gadget)
