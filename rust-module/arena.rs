@@ -525,7 +525,7 @@ impl Arena {
     }
 
     /// Reserves the lowest free transaction handle (`ENOSPC` when the table is
-    /// full), as [`Arena::handle_reserve`] does a gadget handle.
+    /// full), as [`Typed::handle_reserve`] does a gadget handle.
     pub(crate) fn txn_handle_reserve(&self) -> Result<u32> {
         self.txn_handles.lock().reserve()
     }
