@@ -59,24 +59,65 @@ the perf-inline kernel, CONFIG_RUST_INLINE_HELPERS=y, they are inlined).
 RG = 'lockless_rust::gadget::'
 RR = 'lockless_rust::rmw::'
 RD = 'lockless_rust::device::'
-# The get, then the put's cascade loop and its per-flavor dispatch.
+# The get, then the put and its per-flavor dispatch. Rust's gadget
+# functions are generic over the flavor (a type, F: Flavor): DWARF names
+# each copy with its type, <Lockless<RegLock> as Flavor>::put_one,
+# put_ptr::<Lockless<RegLock>>; the rows name the copy of their flavor, in
+# the registry mode of the row (LOCK unless "+RCU").
 C_GET = ['lp_gadget_get', 'lp_gadget_put', 'lp_put_one']
-R_GET = ['<' + RG + 'Gadget>::get', RG + 'put_ptr', RG + 'put_one']
-PUT = {
-    'LOCKED': (['lp_put_locked'], [RG + 'put_locked']),
-    'LOCKLESS': (['lp_put_lockless'],
-                 [RG + 'put_lockless',
-                  '<kernel::sync::arc::Arc<' + RG + 'Gadget>>::drop_with::<'
-                  + RG + 'put_lockless::{closure#0}>']),
-    'WEAK_CMPXCHG': (['lp_put_weak_cmpxchg'], [RG + 'put_weak_cmpxchg']),
-    'KREF_MUTEX': (['lp_put_kref_mutex', 'kref_put_mutex', 'lp_release_mutex'],
-                   [RG + 'put_kref_mutex']),
-    'KREF_LOCK': (['lp_put_kref_lock', 'kref_put_lock', 'lp_release_lock'],
-                  [RG + 'put_kref_lock']),
-    'KREF_RWSEM': (['lp_put_kref_rwsem', 'lp_kref_put_rwsem',
-                    'lp_release_rwsem'],
-                   [RG + 'put_kref_rwsem']),
+C_PUT = {
+    'LOCKED': ['lp_put_locked'],
+    'LOCKLESS': ['lp_put_lockless'],
+    'WEAK_CMPXCHG': ['lp_put_weak_cmpxchg'],
+    'KREF_MUTEX': ['lp_put_kref_mutex', 'kref_put_mutex', 'lp_release_mutex'],
+    'KREF_LOCK': ['lp_put_kref_lock', 'kref_put_lock', 'lp_release_lock'],
+    'KREF_RWSEM': ['lp_put_kref_rwsem', 'lp_kref_put_rwsem',
+                   'lp_release_rwsem'],
 }
+R_TYPE = {'LOCKED': 'Locked', 'LOCKLESS': 'Lockless',
+          'WEAK_CMPXCHG': 'WeakCmpxchg', 'KREF_MUTEX': 'KrefMutex',
+          'KREF_LOCK': 'KrefLock', 'KREF_RWSEM': 'KrefRwsem'}
+# The flavor's own 1 -> 0 step, a generic function of gadget.rs.
+R_PUT = {'WEAK_CMPXCHG': 'put_weak_cmpxchg', 'KREF_MUTEX': 'put_kref_mutex',
+         'KREF_LOCK': 'put_kref_lock', 'KREF_RWSEM': 'put_kref_rwsem'}
+
+
+def rust_type(flavor, rcu=False):
+    """The Rust type of FLAVOR in its registry mode, as DWARF names it."""
+    if flavor == 'LOCKED':
+        return RG + 'Locked'
+    return f'{RG}{R_TYPE[flavor]}<{RG}{"RegRcu" if rcu else "RegLock"}>'
+
+
+def merge_twins(name):
+    """The names under which LLVM may have kept NAME's code (see
+    Module.function()), most likely first."""
+    regs = ('RegLock', 'RegRcu')
+    out = [name.replace(RG + a + '>', RG + b + '>')
+           for a, b in zip(regs, reversed(regs)) if RG + a + '>' in name]
+    for a, b in (('WeakCmpxchg', 'KrefMutex'), ('KrefMutex', 'WeakCmpxchg')):
+        if RG + a + '<' in name:
+            peer = name.replace(RG + a + '<', RG + b + '<')
+            out += [peer] + [peer.replace(RG + r + '>', RG + t + '>')
+                             for r, t in zip(regs, reversed(regs))
+                             if RG + r + '>' in peer]
+    return out
+
+
+def rust_method(ty, trait, fn):
+    return f'<{ty} as {RG}{trait}>::{fn}'
+
+
+def rust_get_put(flavor):
+    """The Rust functions of FLAVOR's get and put (GET_PUT)."""
+    ty = rust_type(flavor)
+    fns = [rust_method(ty, 'Flavor', 'get'), f'{RG}put_ptr::<{ty}>',
+           rust_method(ty, 'Flavor', 'put_one')]
+    if flavor in R_PUT:
+        fns.append(f'{RG}{R_PUT[flavor]}::<{ty}>')
+    return fns
+
+
 RMW = ['max_cmpxchg', 'max_jbd2', 'max_locked', 'inc_not_zero_cmpxchg',
        'inc_not_zero_try_cmpxchg', 'fetch_inc_cmpxchg']
 RT = '<lockless_rust::txn::Txn>::'
@@ -86,27 +127,37 @@ TXN = {
     'TXN_EXTEND': (['lp_txn_extend', 'lp_txn_unextend'],
                    [RT + 'extend', RT + 'unextend']),
 }
-# What every row runs through: the RUN loop and its dispatch.
-LOOP = (['lp_run', 'lp_run_one'], [RD + 'lp_run', RD + 'lp_run_one'])
+# What every row runs through: the RUN loop and its dispatch (Rust: the
+# copy of the loop for LOCKLESS; every flavor's is the same code).
+LOOP = (['lp_run', 'lp_run_one'],
+        [RD + 'lp_run', RD + 'lp_run_typed::<' + rust_type('LOCKLESS') + '>',
+         RD + 'lp_run_one::<' + rust_type('LOCKLESS') + '>'])
 
 
 def functions_of(row):
     """(C functions, Rust functions) behind a row label, or None."""
     op, _, flavor = row.partition('/')
-    if op == 'GET_PUT' and flavor in PUT:
-        return C_GET + PUT[flavor][0], R_GET + PUT[flavor][1]
+    rcu = flavor.endswith('+RCU')
+    flavor = flavor.removesuffix('+RCU')
+    if op == 'GET_PUT' and flavor in C_PUT:
+        return C_GET + C_PUT[flavor], rust_get_put(flavor)
     if op == 'GET_PUT_REFCOUNT':
         return (['lp_gadget_get_refcount', 'lp_gadget_put_refcount'],
-                [RG + 'get_refcount', RG + 'put_refcount']
-                + PUT['LOCKLESS'][1])
-    if op == 'LOOKUP_PUT':
-        return ['lp_gadget_lookup'], ['<' + RG + 'Gadget>::lookup',
-                                      RG + 'upgrade']
-    if op == 'TRYGET_PUT' and flavor.endswith('+RCU'):
-        return (['lp_gadget_tryget', 'lp_gadget_get_unless_zero'],
-                [RG + 'tryget', RG + 'tryget_any', RG + 'tryget_rcu'])
-    if op == 'TRYGET_PUT':
-        return ['lp_gadget_tryget'], [RG + 'tryget', RG + 'tryget_any']
+                rust_get_put('LOCKLESS'))
+    if op == 'LOOKUP_PUT' and flavor in R_TYPE:
+        ty = rust_type(flavor)
+        return ['lp_gadget_lookup'], [f'<{RG}Gadget<{ty}>>::lookup',
+                                      f'{RG}upgrade::<{ty}>']
+    if op == 'TRYGET_PUT' and flavor in R_TYPE:
+        ty = rust_type(flavor, rcu)
+        reg = RG + ('RegRcu' if rcu else 'RegLock')
+        rust = [f'{RG}tryget::<{ty}>', f'{RG}tryget_any::<{ty}>',
+                rust_method(ty, 'Flavor', 'registry_get')]
+        if flavor != 'LOCKED':
+            rust += [f'<{reg} as {RG}Registry>::get_unless_zero::<{ty}>',
+                     rust_method(ty, 'Counted', 'inc_not_zero')]
+        c = ['lp_gadget_tryget']
+        return (c + ['lp_gadget_get_unless_zero'] if rcu else c), rust
     if op.lower() in RMW:
         return ['lp_' + op.lower()], [RR + op.lower()]
     if op in TXN:
@@ -288,15 +339,28 @@ class Module:
     def function(self, name):
         """(address set, how) of @name's largest copy, or (None, why)."""
         inst = self.instances.get(name)
+        merged = ''
         if not inst:
-            return None, 'not in the DWARF'
+            # A generic Rust function's copy for one flavor may be missing:
+            # LLVM merges copies whose code is identical, and DWARF keeps one
+            # name. The candidates: the same flavor in the other registry
+            # mode, then the flavor that shares its weak list's lock
+            # (WEAK_CMPXCHG and KREF_MUTEX: a Mutex). Their instructions are
+            # the same.
+            for twin in merge_twins(name):
+                if twin in self.instances:
+                    inst = self.instances[twin]
+                    merged = f', merged into {twin}'
+                    break
+            else:
+                return None, 'not in the DWARF'
         addrs, inlined = max(inst, key=lambda i: len(i[0]))
         if inlined:
             how = f'inlined, largest of {len(inst)} copies' \
                 if len(inst) > 1 else 'inlined'
         else:
             how = 'out of line'
-        return addrs, how
+        return addrs, how + merged
 
     def calls(self, addrs):
         return sorted(self.insns[a][1] or '?' for a in addrs
@@ -679,7 +743,7 @@ def print_icount(runs, out_dir):
               f'{calls if label in static else "-"}{flag}')
     loop = static.get('RUN loop (every row)')
     if loop and all(loop):
-        print(f'(the RUN loop itself, lp_run + lp_run_one: {loop[0][0]} / '
+        print(f'(the RUN loop itself, lp_run + lp_run_one, Rust lp_run_typed too: {loop[0][0]} / '
               f'{loop[1][0]} instructions in C / Rust, static)')
     if above:
         print(f'{len(above)} rows above Rust inlined / C = {LIMIT} (">"): '
