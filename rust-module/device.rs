@@ -34,7 +34,7 @@ use kernel::{
 
 use crate::{
     arena::{self, with_typed, Arena, Choice, Typed, DELAY_POINTS, LIVE_ARENAS, LIVE_HANDLES},
-    gadget::{self, Flavor, Gadget, GadgetRef, LIVE_GADGETS},
+    gadget::{self, Flavor, Gadget, GadgetRef, Registry, LIVE_GADGETS},
     rmw,
     txn::{Txn, TxnHandle},
     uapi,
@@ -211,6 +211,9 @@ fn lp_configure(arena: &Arena, arg: UserPtr) -> Result<isize> {
     };
     *config = choice;
     with_typed!(arena, config, t => {
+        // `with_typed!` pairs each `Choice` with a field of `AllTyped` by hand:
+        // the live one must be the flavor and mode asked for.
+        kernel::warn_on!(typed_ids(t) != (c.flavor, c.registry));
         t.gadgets.max_gadgets.store(max, Relaxed);
         t.gadgets.next_id.store(next_id, Relaxed);
     });
@@ -320,6 +323,11 @@ fn lp_arena_stat(arena: &Arena, arg: UserPtr) -> Result<isize> {
 /// The arena's `enum lp_flavor`.
 fn arena_flavor<F: Flavor>(_t: &Typed<F>) -> u32 {
     F::ID
+}
+
+/// The `enum lp_flavor` and `enum lp_registry` of a [`Typed`].
+fn typed_ids<F: Flavor>(_t: &Typed<F>) -> (u32, u32) {
+    (F::ID, <F::Registry as Registry>::ID)
 }
 
 fn lp_rmw_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
