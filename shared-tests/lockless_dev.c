@@ -1072,6 +1072,38 @@ TEST_F_TIMEOUT(dev, handle_count_never_goes_below_zero, LPU_SLOW_TIMEOUT)
 }
 
 /*
+ * LP_IOC_DELAY, the race tests' knob, answers bad input as every ioctl
+ * does, with the same errno in both modules.
+ */
+TEST_F(dev, delay_knob_rejects_bad_input)
+{
+	const __u32 all = (1u << LP_DELAY_COUNT) - 1;
+	struct lp_delay d;
+
+	if (!self->id.delay_points) {
+		memset(&d, 0, sizeof(d));
+		EXPECT_EQ(-EOPNOTSUPP, lpu_call(self->fd, LP_IOC_DELAY, &d));
+		SKIP(return, "%s has no delay points (not a debug kernel)",
+		     variant->module);
+	}
+	EXPECT_EQ(all, self->id.delay_points);
+	EXPECT_EQ(-EFAULT, lpu_call(self->fd, LP_IOC_DELAY, NULL));
+	d = (struct lp_delay){ .points = all, .usecs = 1 };
+	d.reserved[1] = 1;
+	EXPECT_EQ(-EINVAL, lpu_call(self->fd, LP_IOC_DELAY, &d));
+	d = (struct lp_delay){ .points = all + 1, .usecs = 1 };
+	EXPECT_EQ(-EINVAL, lpu_call(self->fd, LP_IOC_DELAY, &d));
+	d = (struct lp_delay){ .points = all, .usecs = LP_DELAY_USECS_MAX + 1 };
+	EXPECT_EQ(-EINVAL, lpu_call(self->fd, LP_IOC_DELAY, &d));
+	d = (struct lp_delay){ .points = all, .usecs = LP_DELAY_USECS_MAX };
+	EXPECT_EQ(0, lpu_call(self->fd, LP_IOC_DELAY, &d));
+	d = (struct lp_delay){ .points = 0, .usecs = 0 };
+	EXPECT_EQ(0, lpu_call(self->fd, LP_IOC_DELAY, &d));
+	/* Disarmed again, the arena still works. */
+	EXPECT_EQ(0, arena_still_works(self->fd));
+}
+
+/*
  * A NEW that fails after its gadget was allocated, a TRYGET of that
  * gadget, and a CONFIGURE that flips the flavor and the registry mode:
  * the gadget's last put must still be the put of the flavor it was made
