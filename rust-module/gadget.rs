@@ -155,7 +155,17 @@ pub(crate) enum KidsLock {
 /// A flavor (`enum lp_flavor`) with its registry mode, as a type: what a gadget
 /// lives in, what counts it, how it is got and put. The arena's `u32` is
 /// converted into one of these once, at CONFIGURE (`arena.rs`).
-pub(crate) trait Flavor: Sized + Send + Sync + 'static {
+///
+/// # Safety
+///
+/// The methods agree on one allocation and one count: [`Flavor::alloc`]
+/// returns the pointer its allocator handed out for the gadget, holding a count
+/// of one; [`Flavor::get`] and [`Counted::inc_not_zero`] add to that count,
+/// [`Flavor::put_one`] takes from it and frees that allocation, the way it was
+/// made, only when the count reaches zero, after a grace period if
+/// `Registry` is [`RegRcu`]. Code outside the impl (`Gadget::alloc()`,
+/// [`GadgetRef`]) relies on it.
+pub(crate) unsafe trait Flavor: Sized + Send + Sync + 'static {
     /// `LP_FLAVOR_*`.
     const ID: u32;
     /// The lock of the weak child lists; `None`: no list (LOOKUP answers
@@ -201,7 +211,12 @@ pub(crate) trait Flavor: Sized + Send + Sync + 'static {
 
 /// A flavor whose count is atomic (every one but LOCKED): the registry's
 /// get-unless-zero needs no lock but the registry's.
-pub(crate) trait Counted: Flavor {
+///
+/// # Safety
+///
+/// As [`Flavor`]'s: [`Counted::inc_not_zero`] adds to the count the flavor's
+/// put takes from, and only while it is above zero.
+pub(crate) unsafe trait Counted: Flavor {
     /// `atomic_inc_not_zero()`: a count of `g` unless it reached zero.
     ///
     /// # Safety
@@ -860,7 +875,11 @@ impl<F: Flavor> PinnedDrop for Gadget<F> {
 /// (`$put`) is common.
 macro_rules! refcounted_flavor {
     ($flavor:ident, $id:expr, $kids:expr, $put:ident) => {
-        impl<R: Registry> Flavor for $flavor<R> {
+        // SAFETY: `alloc_box` makes the box `release_box` frees, through
+        // `R::free_box` (after a grace period for `RegRcu`); the count is the
+        // `Refcount` that `get`, `inc_not_zero` and `$put` change, and `$put`
+        // says it reached zero only by its own last decrement.
+        unsafe impl<R: Registry> Flavor for $flavor<R> {
             const ID: u32 = $id;
             const KIDS: Option<KidsLock> = Some($kids);
             type Registry = R;
@@ -905,7 +924,9 @@ macro_rules! refcounted_flavor {
             }
         }
 
-        impl<R: Registry> Counted for $flavor<R> {
+        // SAFETY: `Refcount::inc_not_zero()` adds to the same count unless it is
+        // zero.
+        unsafe impl<R: Registry> Counted for $flavor<R> {
             #[inline]
             unsafe fn inc_not_zero(g: GadgetPtr<Self>) -> bool {
                 // SAFETY: The gadget is allocated to the end of this call (the
@@ -937,7 +958,10 @@ pub(crate) struct KrefLock<R>(PhantomData<R>);
 /// KREF_RWSEM: the article's exercise, `kref_put_rwsem()`.
 pub(crate) struct KrefRwsem<R>(PhantomData<R>);
 
-impl Flavor for Locked {
+// SAFETY: `alloc_box` makes the box `release_box` frees; the count is the
+// `LockedBy` one that `get`, `registry_get` and `put_one` change under the
+// arena's mutex, and `put_one` frees only at zero.
+unsafe impl Flavor for Locked {
     const ID: u32 = uapi::LP_FLAVOR_LOCKED;
     const KIDS: Option<KidsLock> = None;
     type Registry = RegLock;
@@ -1003,7 +1027,10 @@ impl Flavor for Locked {
     }
 }
 
-impl<R: Registry> Flavor for Lockless<R> {
+// SAFETY: `alloc` makes an `Arc`, and every other method reaches it, its count
+// included, through `Arc`'s own API on the pointer `Arc::into_raw` returned;
+// `put_one` frees through `R::drop_arc`, after a grace period for `RegRcu`.
+unsafe impl<R: Registry> Flavor for Lockless<R> {
     const ID: u32 = uapi::LP_FLAVOR_LOCKLESS;
     const KIDS: Option<KidsLock> = None;
     type Registry = R;
@@ -1088,7 +1115,9 @@ fn release_arc<F: Flavor>(mut g: Pin<&mut Gadget<F>>) -> Option<GadgetRef<F>> {
     g.as_mut().project().parent.take()
 }
 
-impl<R: Registry> Counted for Lockless<R> {
+// SAFETY: `Arc::from_raw_inc_not_zero()` adds to the `Arc`'s count unless it is
+// zero.
+unsafe impl<R: Registry> Counted for Lockless<R> {
     #[inline]
     unsafe fn inc_not_zero(g: GadgetPtr<Self>) -> bool {
         let allocation = g.0.as_ptr();

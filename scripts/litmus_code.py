@@ -288,7 +288,7 @@ def find_definition(path, text, func):
     hits = []
     for m in pat.finditer(text):
         if rust and owner:
-            impls = [x for x in re.finditer(r"^impl\b[^{]*\{", text[:m.start()], re.M)]
+            impls = [x for x in re.finditer(r"^(?:unsafe\s+)?impl\b[^{]*\{", text[:m.start()], re.M)]
             if not impls or not re.search(r"\b%s\b" % re.escape(owner), impls[-1].group(0)):
                 continue
         # The body: the first "{" after the parameter list (C: at column 0).

@@ -273,7 +273,7 @@ class Source:
                 continue
             impls = [(m.start(), lc.match_close(bare, m.end() - 1, '{', '}'),
                       m.group(1))
-                     for m in re.finditer(r'^impl\b(?:<[^{]*?>)?[^{]*?\b(\w+)(?:<[^{]*>)?\s*(?:where[^{]*)?\{',
+                     for m in re.finditer(r'^(?:unsafe\s+)?impl\b(?:<[^{]*?>)?[^{]*?\b(\w+)(?:<[^{]*>)?\s*(?:where[^{]*)?\{',
                                           bare, re.M)]
             for m in re.finditer(r'^(\s*)(?:pub(?:\([a-z]+\))?\s+)?(?:unsafe\s+)?fn\s+(\w+)',
                                  bare, re.M):
