@@ -308,7 +308,7 @@ fn lp_stat(arena: &Arena, arg: UserPtr) -> Result<isize> {
 fn lp_arena_stat(arena: &Arena, arg: UserPtr) -> Result<isize> {
     let (mut s, writer) = copy_in::<uapi::lp_arena_stat>(arg)?;
     with_typed!(arena, arena.config.read(), t => {
-        s.flavor = arena_flavor(t);
+        s.flavor = typed_ids(t).0;
         s.handles = t.handles_held();
         // `Acquire`, paired with the gadget drop's `Release` increment: every
         // gadget counted in `freed` was counted in `created` before, so `live`
@@ -318,11 +318,6 @@ fn lp_arena_stat(arena: &Arena, arg: UserPtr) -> Result<isize> {
     });
     s.live = s.created.wrapping_sub(s.freed);
     copy_out(writer, &s)
-}
-
-/// The arena's `enum lp_flavor`.
-fn arena_flavor<F: Flavor>(_t: &Typed<F>) -> u32 {
-    F::ID
 }
 
 /// The `enum lp_flavor` and `enum lp_registry` of a [`Typed`].
