@@ -268,6 +268,26 @@ static inline void lp_delay(struct lp_arena *arena, unsigned int point)
 	fsleep(READ_ONCE(arena->delay_usecs));
 }
 
+/**
+ * lp_delay_atomic() - lp_delay() for a point reached in atomic context
+ * @arena: the arena
+ * @point: an enum lp_delay_point, reached under a spinlock or rwlock, or
+ *	   inside an RCU read-side section
+ *
+ * Busy-waits instead of sleeping, one millisecond of udelay() at a time
+ * (udelay() takes at most MAX_UDELAY_MS).
+ */
+static inline void lp_delay_atomic(struct lp_arena *arena, unsigned int point)
+{
+	u32 usecs;
+
+	if (!(LP_DELAY_POINTS & READ_ONCE(arena->delay_points) & BIT(point)))
+		return;
+	usecs = READ_ONCE(arena->delay_usecs);
+	mdelay(usecs / USEC_PER_MSEC);
+	udelay(usecs % USEC_PER_MSEC);
+}
+
 /*
  * Gadgets alive in the whole module, all arenas together
  * (IDENTIFY.live_gadgets): counted from the allocation in lp_gadget_alloc()

@@ -515,6 +515,24 @@ impl Arena {
         kernel::time::delay::fsleep(kernel::time::Delta::from_micros(i64::from(usecs)));
     }
 
+    /// `lp_delay_atomic()`: [`Arena::delay`] for a point reached in atomic
+    /// context (a spinlock or rwlock held, an RCU read-side section), which
+    /// busy-waits instead of sleeping, one millisecond of `udelay()` at a time
+    /// (`udelay()` takes at most `MAX_UDELAY_MS`).
+    #[inline]
+    pub(crate) fn delay_atomic(&self, point: u32) {
+        use kernel::time::{delay::udelay, Delta};
+
+        if DELAY_POINTS & self.delay_points.load(Relaxed) & (1 << point) == 0 {
+            return;
+        }
+        let usecs = self.delay_usecs.load(Relaxed);
+        for _ in 0..usecs / 1000 {
+            udelay(Delta::from_millis(1));
+        }
+        udelay(Delta::from_micros(i64::from(usecs % 1000)));
+    }
+
     /// `lp_txn_handle_get()`: resolves a transaction `handle` and takes a reference
     /// to its entry for the caller (EXTEND, which then uses it under the entry's
     /// lock alone). The table's mutex, held for the clone only, keeps a STOP from

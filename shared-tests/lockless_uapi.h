@@ -802,15 +802,50 @@ struct lp_txn_stat {
  *			unpublished gadget this long
  * @LP_DELAY_TRYGET_HELD: TRYGET, after the count is taken, before the
  *			  gadget is tested and handed out (or put again)
+ * @LP_DELAY_HANDLE_GET: a gadget handle found in the file's table, under
+ *			 the table's lock, before its reference is taken
+ * @LP_DELAY_PUT_UNLOCKED: a slow put (KREF_MUTEX, KREF_RWSEM) whose
+ *			   decrement under the owner's lock was not the
+ *			   last: after the unlock, then the lock is read,
+ *			   as the unlock's slow path may still do; the
+ *			   owner pin keeps it allocated
+ * @LP_DELAY_UPGRADE_LOCKED: LOOKUP, the owner's lock held and the child
+ *			     found, before its weak reference is upgraded
+ * @LP_DELAY_TRYGET_MODE: TRYGET, after the registry mode is read (C:
+ *			  inside the RCU read-side section; Rust: the
+ *			  arena's config held), before the registry lookup
+ * @LP_DELAY_TRYGET_FOUND: TRYGET, the gadget found in the registry, before
+ *			   its get-unless-zero (under the registry lock or
+ *			   inside the RCU read-side section)
+ * @LP_DELAY_TXN_HANDLE_GET: a transaction handle found in the file's
+ *			     table, under the table's lock, before its
+ *			     reference is taken
+ * @LP_DELAY_TXN_EXTEND_LOCKED: EXTEND, the entry's lock held and the
+ *				handle seen running, before its credits
+ * @LP_DELAY_TXN_EXTEND_ADDED: START or EXTEND, the credits added, before
+ *			       the limit is checked (and the add undone)
+ * @LP_DELAY_TXN_DRAIN_QUEUED: COMMIT's drain, queued on the wait queue,
+ *			       before it reads t_updates
  * @LP_DELAY_COUNT: the number of points
  *
  * A window that lasts a few instructions is never hit under TCG; a race
  * test stalls one of its threads there, so that a missing lock, pin or
- * check becomes a sanitizer report or a wrong count in a quick run.
+ * check becomes a sanitizer report or a wrong count in a quick run. A
+ * point reached in atomic context (a spinlock or rwlock held, an RCU
+ * read-side section) busy-waits instead of sleeping.
  */
 enum lp_delay_point {
-	LP_DELAY_NEW_ALLOC	= 0,
-	LP_DELAY_TRYGET_HELD	= 1,
+	LP_DELAY_NEW_ALLOC		= 0,
+	LP_DELAY_TRYGET_HELD		= 1,
+	LP_DELAY_HANDLE_GET		= 2,
+	LP_DELAY_PUT_UNLOCKED		= 3,
+	LP_DELAY_UPGRADE_LOCKED		= 4,
+	LP_DELAY_TRYGET_MODE		= 5,
+	LP_DELAY_TRYGET_FOUND		= 6,
+	LP_DELAY_TXN_HANDLE_GET		= 7,
+	LP_DELAY_TXN_EXTEND_LOCKED	= 8,
+	LP_DELAY_TXN_EXTEND_ADDED	= 9,
+	LP_DELAY_TXN_DRAIN_QUEUED	= 10,
 	LP_DELAY_COUNT
 };
 
@@ -826,7 +861,7 @@ enum lp_delay_point {
  * Not part of the contract: built only into modules made against a
  * CONFIG_DEBUG_KERNEL kernel (IDENTIFY's delay_points says which points;
  * 0: none), off in a new arena, for the race tests alone. Every thread of
- * the arena that reaches a point in @points sleeps @usecs there.
+ * the arena that reaches a point in @points stalls @usecs there.
  * Errors: -EFAULT, -EINVAL (reserved, a point outside IDENTIFY's
  * delay_points, usecs above LP_DELAY_USECS_MAX), -EOPNOTSUPP (no delay
  * points in this build).
