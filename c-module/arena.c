@@ -84,8 +84,10 @@ int lp_handle_get(struct lp_arena *arena, u32 handle, struct lp_gadget **g)
 
 	mutex_lock(&arena->handles_lock);
 	found = xa_load(&arena->handles, handle);
-	if (found)
+	if (found) {
+		lp_delay(arena, LP_DELAY_HANDLE_GET);
 		lp_gadget_get(found);
+	}
 	mutex_unlock(&arena->handles_lock);
 	if (!found)
 		return -EBADF;

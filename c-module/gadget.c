@@ -401,6 +401,11 @@ static void lp_release_rwsem(struct kref *kref)
  * store and touches the lock no more after it, but for PREEMPT_RT, where a
  * spinlock is an rt_mutex.
  *
+ * That tail lasts a few instructions. With LP_DELAY_PUT_UNLOCKED on, the
+ * slow put that did not release stalls after its unlock and then
+ * try-locks the lock, as the tail would touch it: a put without this pin
+ * then touches a freed lock, which KASAN reports.
+ *
  * Return: the parent, with a new reference for the caller, or NULL.
  */
 static struct lp_gadget *lp_owner_pin(struct lp_gadget *g)
@@ -426,10 +431,22 @@ static struct lp_gadget *lp_owner_pin(struct lp_gadget *g)
  */
 static bool lp_put_kref_mutex(struct lp_gadget *g, struct lp_gadget **pin)
 {
+	struct lp_arena *arena = g->arena;
+	struct lp_kids *owner;
+
 	if (refcount_dec_not_one(&g->kref.refcount))
 		return false;
 	*pin = lp_owner_pin(g);
-	return kref_put_mutex(&g->kref, lp_release_mutex, &lp_owner(g)->mutex);
+	owner = lp_owner(g);
+	if (kref_put_mutex(&g->kref, lp_release_mutex, &owner->mutex))
+		return true;
+	/* Debug: mutex_unlock()'s tail, widened (lp_owner_pin()). */
+	if (lp_delay_on(arena, LP_DELAY_PUT_UNLOCKED)) {
+		lp_delay(arena, LP_DELAY_PUT_UNLOCKED);
+		if (mutex_trylock(&owner->mutex))
+			mutex_unlock(&owner->mutex);
+	}
+	return false;
 }
 
 /**
@@ -503,11 +520,22 @@ static int lp_kref_put_rwsem(struct kref *kref,
  */
 static bool lp_put_kref_rwsem(struct lp_gadget *g, struct lp_gadget **pin)
 {
+	struct lp_arena *arena = g->arena;
+	struct lp_kids *owner;
+
 	if (refcount_dec_not_one(&g->kref.refcount))
 		return false;
 	*pin = lp_owner_pin(g);
-	return lp_kref_put_rwsem(&g->kref, lp_release_rwsem,
-				 &lp_owner(g)->rwsem);
+	owner = lp_owner(g);
+	if (lp_kref_put_rwsem(&g->kref, lp_release_rwsem, &owner->rwsem))
+		return true;
+	/* Debug: up_write()'s tail, widened (lp_owner_pin()). */
+	if (lp_delay_on(arena, LP_DELAY_PUT_UNLOCKED)) {
+		lp_delay(arena, LP_DELAY_PUT_UNLOCKED);
+		if (down_write_trylock(&owner->rwsem))
+			up_write(&owner->rwsem);
+	}
+	return false;
 }
 
 /*
@@ -677,6 +705,7 @@ int lp_gadget_lookup(struct lp_gadget *parent, u64 id,
 	list_for_each_entry(c, &kids->head, node) {
 		if (c->id != id)
 			continue;
+		lp_delay_atomic(parent->arena, LP_DELAY_UPGRADE_LOCKED);
 		if (flavor == LP_FLAVOR_WEAK_CMPXCHG) {
 			/* The fence failed if a listed gadget has count 0. */
 			WARN_ON_ONCE(!atomic_read(&c->refcnt));
@@ -756,14 +785,18 @@ static bool lp_gadget_get_unless_zero(struct lp_gadget *g)
 int lp_gadget_tryget(struct lp_arena *arena, u64 id, struct lp_gadget **g)
 {
 	struct lp_gadget *found;
-	bool locked, got = false;
+	bool rcu, locked, got = false;
 
 	/* An id no unsigned long holds (32-bit) names no gadget. */
 	if (id != (unsigned long)id)
 		return -ENOENT;
 	rcu_read_lock();
-	if (READ_ONCE(arena->registry_mode) == LP_REGISTRY_RCU) {
+	rcu = READ_ONCE(arena->registry_mode) == LP_REGISTRY_RCU;
+	lp_delay_atomic(arena, LP_DELAY_TRYGET_MODE);
+	if (rcu) {
 		found = xa_load(&arena->registry, id);
+		if (found)
+			lp_delay_atomic(arena, LP_DELAY_TRYGET_FOUND);
 		got = found && lp_gadget_get_unless_zero(found);
 		rcu_read_unlock();
 		goto out;
@@ -776,6 +809,8 @@ again:
 		mutex_lock(&arena->lock);
 	xa_lock(&arena->registry);
 	found = xa_load(&arena->registry, id);
+	if (found)
+		lp_delay_atomic(arena, LP_DELAY_TRYGET_FOUND);
 	if (found && lp_flavor_of(found) == LP_FLAVOR_LOCKED) {
 		if (!locked) {
 			xa_unlock(&arena->registry);

@@ -253,6 +253,18 @@ struct lp_arena {
 	(IS_ENABLED(CONFIG_DEBUG_KERNEL) ? BIT(LP_DELAY_COUNT) - 1 : 0)
 
 /**
+ * lp_delay_on() - whether the arena's race test stalls at @point
+ * @arena: the arena
+ * @point: an enum lp_delay_point
+ *
+ * Return: false, always, without CONFIG_DEBUG_KERNEL.
+ */
+static inline bool lp_delay_on(struct lp_arena *arena, unsigned int point)
+{
+	return LP_DELAY_POINTS & READ_ONCE(arena->delay_points) & BIT(point);
+}
+
+/**
  * lp_delay() - stall here if the arena's race test asked for it
  * @arena: the arena
  * @point: an enum lp_delay_point, reached where the caller may sleep
@@ -263,7 +275,7 @@ struct lp_arena {
  */
 static inline void lp_delay(struct lp_arena *arena, unsigned int point)
 {
-	if (!(LP_DELAY_POINTS & READ_ONCE(arena->delay_points) & BIT(point)))
+	if (!lp_delay_on(arena, point))
 		return;
 	fsleep(READ_ONCE(arena->delay_usecs));
 }
@@ -281,7 +293,7 @@ static inline void lp_delay_atomic(struct lp_arena *arena, unsigned int point)
 {
 	u32 usecs;
 
-	if (!(LP_DELAY_POINTS & READ_ONCE(arena->delay_points) & BIT(point)))
+	if (!lp_delay_on(arena, point))
 		return;
 	usecs = READ_ONCE(arena->delay_usecs);
 	mdelay(usecs / USEC_PER_MSEC);

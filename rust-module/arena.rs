@@ -12,7 +12,7 @@
 //! ([`GadgetRef`]): PUT consumes it, GET/LOOKUP/TRYGET/NEW create one, and
 //! closing the file puts whatever is left.
 
-use core::{cell::UnsafeCell, pin::Pin};
+use core::{cell::UnsafeCell, pin::Pin, ptr::NonNull};
 use kernel::{
     new_mutex, new_rwsem, new_spinlock,
     prelude::*,
@@ -24,7 +24,7 @@ use kernel::{
 
 use crate::{
     gadget::{
-        self, Flavor, GadgetRef, Gadgets, KrefLock, KrefMutex, KrefRwsem, Locked, Lockless,
+        self, Delay, Flavor, GadgetRef, Gadgets, KrefLock, KrefMutex, KrefRwsem, Locked, Lockless,
         RegLock, RegRcu, WeakCmpxchg,
     },
     txn::{Txn, TxnHandle},
@@ -89,14 +89,6 @@ pub(crate) type TxnEntry = Arc<SpinLock<Option<TxnHandle>>>;
 pub(crate) fn txn_entry_alloc() -> Result<TxnEntry> {
     Arc::pin_init(new_spinlock!(None, "lp_txn_entry.lock"), GFP_KERNEL_ACCOUNT)
 }
-
-/// The `enum lp_delay_point` values LP_IOC_DELAY accepts in this build
-/// (IDENTIFY's `delay_points`): all, but without `CONFIG_DEBUG_KERNEL`.
-pub(crate) const DELAY_POINTS: u32 = if cfg!(CONFIG_DEBUG_KERNEL) {
-    (1 << uapi::LP_DELAY_COUNT) - 1
-} else {
-    0
-};
 
 /// RACY_INC's counter (C's `racy`): KCSAN's negative control.
 ///
@@ -213,19 +205,20 @@ pub(crate) struct AllTyped {
 }
 
 impl AllTyped {
-    fn new() -> impl PinInit<Self, Error> {
+    /// Every `Typed<F>` empty, their gadgets pointing to `delays`, the arena's.
+    fn new(delays: NonNull<Delay>) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
-            locked <- Typed::new(),
-            lockless_lock <- Typed::new(),
-            lockless_rcu <- Typed::new(),
-            weak_cmpxchg_lock <- Typed::new(),
-            weak_cmpxchg_rcu <- Typed::new(),
-            kref_mutex_lock <- Typed::new(),
-            kref_mutex_rcu <- Typed::new(),
-            kref_lock_lock <- Typed::new(),
-            kref_lock_rcu <- Typed::new(),
-            kref_rwsem_lock <- Typed::new(),
-            kref_rwsem_rcu <- Typed::new(),
+            locked <- Typed::new(delays),
+            lockless_lock <- Typed::new(delays),
+            lockless_rcu <- Typed::new(delays),
+            weak_cmpxchg_lock <- Typed::new(delays),
+            weak_cmpxchg_rcu <- Typed::new(delays),
+            kref_mutex_lock <- Typed::new(delays),
+            kref_mutex_rcu <- Typed::new(delays),
+            kref_lock_lock <- Typed::new(delays),
+            kref_lock_rcu <- Typed::new(delays),
+            kref_rwsem_lock <- Typed::new(delays),
+            kref_rwsem_rcu <- Typed::new(delays),
         })
     }
 }
@@ -284,10 +277,9 @@ pub(crate) struct Arena {
     /// The gadgets and their handles, one [`Typed`] per flavor and mode.
     #[pin]
     pub(crate) typed: AllTyped,
-    /// LP_IOC_DELAY's points ([`Arena::delay`]).
-    pub(crate) delay_points: Atomic<u32>,
-    /// LP_IOC_DELAY's stall, in microseconds.
-    pub(crate) delay_usecs: Atomic<u32>,
+    /// LP_IOC_DELAY's knob ([`Arena::delay`]), which the gadgets of every
+    /// [`Typed`] point to.
+    pub(crate) delays: Delay,
     /// The article's `atomic_t` variable.
     pub(crate) var: Atomic<i32>,
     /// jbd2's `t_max_wait` after the patch (lockless).
@@ -404,9 +396,9 @@ impl<T> Handles<T> {
 
 impl<F: Flavor> Typed<F> {
     /// An empty `Typed<F>`, its ids from 1, at most `LP_MAX_GADGETS` gadgets.
-    fn new() -> impl PinInit<Self, Error> {
+    fn new(delays: NonNull<Delay>) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
-            gadgets <- Gadgets::new(),
+            gadgets <- Gadgets::new(delays),
             handles <- new_mutex!(Handles::new(), "lp_arena.handles_lock"),
         })
     }
@@ -416,7 +408,9 @@ impl<F: Flavor> Typed<F> {
     /// meanwhile.
     pub(crate) fn handle_get(&self, handle: u32) -> Result<GadgetRef<F>> {
         let handles = self.handles.lock();
-        handles.get(handle).cloned().ok_or(EBADF)
+        let found = handles.get(handle).ok_or(EBADF)?;
+        self.gadgets.delays().stall(uapi::LP_DELAY_HANDLE_GET);
+        Ok(found.clone())
     }
 
     /// `lp_handle_reserve()`: reserves the lowest free handle (`ENOSPC` when the
@@ -482,12 +476,14 @@ impl Arena {
     }
 
     fn new() -> impl PinInit<Self, Error> {
-        try_pin_init!(Self {
+        try_pin_init!(&this in Self {
             configured: Atomic::new(false),
             config <- new_rwsem!(Choice::Locked, "lp_arena.config_rwsem"),
-            typed <- AllTyped::new(),
-            delay_points: Atomic::new(0),
-            delay_usecs: Atomic::new(0),
+            // SAFETY: `this` points to the arena being initialised, whose
+            // `delays` outlives `typed`; `&raw const` takes the field's address
+            // and reads nothing, so the field may be uninitialised yet.
+            typed <- AllTyped::new(unsafe { NonNull::new_unchecked((&raw const (*this.as_ptr()).delays).cast_mut()) }),
+            delays: Delay::new(),
             var: Atomic::new(0),
             max_wait: Atomic::new(0),
             max_locked <- new_spinlock!(0, "lp_arena.max_lock"),
@@ -501,36 +497,16 @@ impl Arena {
         })
     }
 
-    /// `lp_delay()`: stalls here if the arena's race test asked for it
-    /// (LP_IOC_DELAY), at `point`, an `enum lp_delay_point` reached where the
-    /// caller may sleep. Widens a window of a few instructions so that a race
-    /// test meets it under TCG. Compiled out without `CONFIG_DEBUG_KERNEL` (the
-    /// perf kernels make bench counts on).
+    /// `lp_delay()`: [`Delay::stall`] on the arena's knob, at `point`.
     #[inline]
     pub(crate) fn delay(&self, point: u32) {
-        if DELAY_POINTS & self.delay_points.load(Relaxed) & (1 << point) == 0 {
-            return;
-        }
-        let usecs = self.delay_usecs.load(Relaxed);
-        kernel::time::delay::fsleep(kernel::time::Delta::from_micros(i64::from(usecs)));
+        self.delays.stall(point);
     }
 
-    /// `lp_delay_atomic()`: [`Arena::delay`] for a point reached in atomic
-    /// context (a spinlock or rwlock held, an RCU read-side section), which
-    /// busy-waits instead of sleeping, one millisecond of `udelay()` at a time
-    /// (`udelay()` takes at most `MAX_UDELAY_MS`).
+    /// `lp_delay_atomic()`: [`Delay::stall_atomic`] on the arena's knob.
     #[inline]
     pub(crate) fn delay_atomic(&self, point: u32) {
-        use kernel::time::{delay::udelay, Delta};
-
-        if DELAY_POINTS & self.delay_points.load(Relaxed) & (1 << point) == 0 {
-            return;
-        }
-        let usecs = self.delay_usecs.load(Relaxed);
-        for _ in 0..usecs / 1000 {
-            udelay(Delta::from_millis(1));
-        }
-        udelay(Delta::from_micros(i64::from(usecs % 1000)));
+        self.delays.stall_atomic(point);
     }
 
     /// `lp_txn_handle_get()`: resolves a transaction `handle` and takes a reference

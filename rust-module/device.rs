@@ -33,8 +33,8 @@ use kernel::{
 };
 
 use crate::{
-    arena::{self, with_typed, Arena, Choice, Typed, DELAY_POINTS, LIVE_ARENAS, LIVE_HANDLES},
-    gadget::{self, Flavor, Gadget, GadgetRef, Registry, LIVE_GADGETS},
+    arena::{self, with_typed, Arena, Choice, Typed, LIVE_ARENAS, LIVE_HANDLES},
+    gadget::{self, Flavor, Gadget, GadgetRef, Registry, DELAY_POINTS, LIVE_GADGETS},
     rmw,
     txn::{Txn, TxnHandle},
     uapi,
@@ -768,8 +768,7 @@ fn lp_delay_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
     if DELAY_POINTS == 0 {
         return Err(EOPNOTSUPP);
     }
-    arena.delay_usecs.store(d.usecs, Relaxed);
-    arena.delay_points.store(d.points, Relaxed);
+    arena.delays.set(d.points, d.usecs);
     Ok(0)
 }
 

@@ -58,6 +58,76 @@ use crate::uapi;
 /// `Relaxed`: a statistic that only module exit and a quiescent IDENTIFY read.
 pub(crate) static LIVE_GADGETS: Atomic<i64> = Atomic::new(0);
 
+/// The `enum lp_delay_point` values LP_IOC_DELAY accepts in this build
+/// (IDENTIFY's `delay_points`): all, but without `CONFIG_DEBUG_KERNEL`.
+pub(crate) const DELAY_POINTS: u32 = if cfg!(CONFIG_DEBUG_KERNEL) {
+    (1 << uapi::LP_DELAY_COUNT) - 1
+} else {
+    0
+};
+
+/// LP_IOC_DELAY's knob (`struct lp_arena`'s `delay_points` and `delay_usecs`):
+/// where an arena's threads stall, and for how long. Held by the arena; its
+/// gadgets reach it through their [`Gadgets`].
+pub(crate) struct Delay {
+    /// Bitmask of `enum lp_delay_point` values, within [`DELAY_POINTS`].
+    points: Atomic<u32>,
+    /// The stall, in microseconds, at most `LP_DELAY_USECS_MAX`.
+    usecs: Atomic<u32>,
+}
+
+impl Delay {
+    /// No point on.
+    pub(crate) const fn new() -> Self {
+        Self {
+            points: Atomic::new(0),
+            usecs: Atomic::new(0),
+        }
+    }
+
+    /// LP_IOC_DELAY, its arguments checked.
+    pub(crate) fn set(&self, points: u32, usecs: u32) {
+        self.usecs.store(usecs, Relaxed);
+        self.points.store(points, Relaxed);
+    }
+
+    /// `lp_delay_on()`: whether the race test stalls at `point`; `false`, always,
+    /// without `CONFIG_DEBUG_KERNEL`.
+    #[inline]
+    pub(crate) fn on(&self, point: u32) -> bool {
+        DELAY_POINTS & self.points.load(Relaxed) & (1 << point) != 0
+    }
+
+    /// `lp_delay()`: stalls here if the race test asked for it, at `point`, an
+    /// `enum lp_delay_point` reached where the caller may sleep. Widens a window
+    /// of a few instructions so that a race test meets it under TCG. Compiled out
+    /// without `CONFIG_DEBUG_KERNEL` (the perf kernels make bench counts on).
+    #[inline]
+    pub(crate) fn stall(&self, point: u32) {
+        if self.on(point) {
+            let usecs = self.usecs.load(Relaxed);
+            kernel::time::delay::fsleep(kernel::time::Delta::from_micros(i64::from(usecs)));
+        }
+    }
+
+    /// `lp_delay_atomic()`: [`Delay::stall`] for a point reached in atomic context
+    /// (a spinlock or rwlock held, an RCU read-side section), which busy-waits
+    /// instead of sleeping, one millisecond of `udelay()` at a time (`udelay()`
+    /// takes at most `MAX_UDELAY_MS`).
+    #[inline]
+    pub(crate) fn stall_atomic(&self, point: u32) {
+        use kernel::time::{delay::udelay, Delta};
+
+        if self.on(point) {
+            let usecs = self.usecs.load(Relaxed);
+            for _ in 0..usecs / 1000 {
+                udelay(Delta::from_millis(1));
+            }
+            udelay(Delta::from_micros(i64::from(usecs % 1000)));
+        }
+    }
+}
+
 /// A registry mode (`enum lp_registry`), as a type: how a gadget that TRYGET
 /// found stays allocated while it takes a count, and so how a released gadget
 /// is freed.
@@ -66,10 +136,10 @@ pub(crate) trait Registry: Send + Sync + 'static {
     const ID: u32;
 
     /// The registry's get-unless-zero ([`Counted::inc_not_zero`]) of the gadget
-    /// at `i`, under the registry's lock or inside an RCU read-side critical
-    /// section.
+    /// at `i` in `gadgets`, under the registry's lock or inside an RCU read-side
+    /// critical section.
     fn get_unless_zero<F: Counted<Registry = Self>>(
-        registry: &XArray<GadgetPtr<F>>,
+        gadgets: &Gadgets<F>,
         i: usize,
     ) -> Option<GadgetRef<F>>;
 
@@ -93,11 +163,13 @@ impl Registry for RegLock {
 
     #[inline]
     fn get_unless_zero<F: Counted<Registry = Self>>(
-        registry: &XArray<GadgetPtr<F>>,
+        gadgets: &Gadgets<F>,
         i: usize,
     ) -> Option<GadgetRef<F>> {
-        let registry = registry.lock();
+        gadgets.delays().stall_atomic(uapi::LP_DELAY_TRYGET_MODE);
+        let registry = gadgets.registry.lock();
         let found = registry.get(i)?;
+        gadgets.delays().stall_atomic(uapi::LP_DELAY_TRYGET_FOUND);
         found.inc_not_zero()
     }
 
@@ -120,11 +192,13 @@ impl Registry for RegRcu {
     /// cannot move past the end of the critical section.
     #[inline]
     fn get_unless_zero<F: Counted<Registry = Self>>(
-        registry: &XArray<GadgetPtr<F>>,
+        gadgets: &Gadgets<F>,
         i: usize,
     ) -> Option<GadgetRef<F>> {
         let rcu = rcu::read_lock();
-        let found = registry.load(&rcu, i)?;
+        gadgets.delays().stall_atomic(uapi::LP_DELAY_TRYGET_MODE);
+        let found = gadgets.registry.load(&rcu, i)?;
+        gadgets.delays().stall_atomic(uapi::LP_DELAY_TRYGET_FOUND);
         let got = found.inc_not_zero();
         drop(rcu);
         got
@@ -495,6 +569,10 @@ pub(crate) struct GadgetsLock {
 /// its gadgets, and all that a gadget knows of its arena. The arena (`arena.rs`)
 /// holds one, chosen by CONFIGURE; gadgets point to it, not to the arena, so this
 /// file needs nothing of `arena.rs`.
+///
+/// # Invariants
+///
+/// `delays` points to a [`Delay`] that outlives `self`.
 #[pin_data]
 pub(crate) struct Gadgets<F: Flavor> {
     /// The article v1 "gadgets_lock": LOCKED's counts.
@@ -519,11 +597,21 @@ pub(crate) struct Gadgets<F: Flavor> {
     /// Gadgets ever freed; `Release`, so that whoever reads it with `Acquire`
     /// sees each freed gadget in `created` too.
     pub(crate) freed: Atomic<u64>,
+    /// The arena's LP_IOC_DELAY knob ([`Gadgets::delays`]).
+    delays: NonNull<Delay>,
 }
 
+// SAFETY: Every field is thread-safe but `delays`, which only lends a shared
+// reference to a `Delay`, itself `Sync` (atomics), that outlives `self` (type
+// invariant).
+unsafe impl<F: Flavor> Send for Gadgets<F> {}
+// SAFETY: As above.
+unsafe impl<F: Flavor> Sync for Gadgets<F> {}
+
 impl<F: Flavor> Gadgets<F> {
-    /// An arena's gadgets of flavor `F`, none yet.
-    pub(crate) fn new() -> impl PinInit<Self, Error> {
+    /// An arena's gadgets of flavor `F`, none yet, stalling at the points of
+    /// `delays`, which must outlive them.
+    pub(crate) fn new(delays: NonNull<Delay>) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             lock <- new_mutex!(GadgetsLock { _not_zero_sized: 0 }, "lp_arena.lock"),
             roots <- Kids::new(),
@@ -533,7 +621,16 @@ impl<F: Flavor> Gadgets<F> {
             nr_gadgets: Atomic::new(0),
             created: Atomic::new(0),
             freed: Atomic::new(0),
+            delays,
         })
+    }
+
+    /// The arena's LP_IOC_DELAY knob.
+    #[inline]
+    pub(crate) fn delays(&self) -> &Delay {
+        // SAFETY: `Arena::new()` points `delays` to the arena's own, which
+        // outlives the arena's `Gadgets` and is only ever shared.
+        unsafe { self.delays.as_ref() }
     }
 
     /// Live gadgets, published or not (CONFIGURE's `EBUSY`).
@@ -765,9 +862,9 @@ impl<F: Flavor> Gadget<F> {
     pub(crate) fn lookup(&self, id: u64) -> Result<GadgetRef<F>> {
         let found = match F::KIDS {
             None => return Err(EOPNOTSUPP),
-            Some(KidsLock::Spin) => upgrade(&self.kids.lock.lock(), id),
-            Some(KidsLock::RwSem) => upgrade(&self.kids.rwsem.read(), id),
-            Some(KidsLock::Mutex) => upgrade(&self.kids.mutex.lock(), id),
+            Some(KidsLock::Spin) => upgrade(&self.kids.lock.lock(), id, self.gadgets().delays()),
+            Some(KidsLock::RwSem) => upgrade(&self.kids.rwsem.read(), id, self.gadgets().delays()),
+            Some(KidsLock::Mutex) => upgrade(&self.kids.mutex.lock(), id, self.gadgets().delays()),
         };
         found.ok_or(ENOENT)
     }
@@ -795,8 +892,9 @@ impl<F: Flavor> Gadget<F> {
     }
 }
 
-/// Upgrades the weak reference to child `id` on a list whose lock the caller holds.
-fn upgrade<F: Flavor>(list: &KVec<GadgetPtr<F>>, id: u64) -> Option<GadgetRef<F>> {
+/// Upgrades the weak reference to child `id` on a list whose lock the caller
+/// holds, stalling at `delays`' `LP_DELAY_UPGRADE_LOCKED` once it is found.
+fn upgrade<F: Flavor>(list: &KVec<GadgetPtr<F>>, id: u64, delays: &Delay) -> Option<GadgetRef<F>> {
     let p = *list.iter().find(|p| {
         // SAFETY: The caller holds `list`'s lock, and the borrow ends before it
         // drops it: a gadget on a weak list leaves it under that lock before its
@@ -804,6 +902,7 @@ fn upgrade<F: Flavor>(list: &KVec<GadgetPtr<F>>, id: u64) -> Option<GadgetRef<F>
         let g = unsafe { p.as_ref() };
         g.id == id && g.is_published()
     })?;
+    delays.stall_atomic(uapi::LP_DELAY_UPGRADE_LOCKED);
     // The fence failed if a listed gadget has count 0: `refcount_inc()` WARNs on
     // an increment from zero, where C says WARN_ON_ONCE() before `atomic_inc()`.
     // SAFETY: As above: the gadget is allocated while we hold the lock, and we
@@ -906,7 +1005,7 @@ macro_rules! refcounted_flavor {
             }
 
             fn registry_get(gadgets: &Gadgets<Self>, i: usize) -> Option<GadgetRef<Self>> {
-                R::get_unless_zero(&gadgets.registry, i)
+                R::get_unless_zero(gadgets, i)
             }
 
             #[inline]
@@ -996,8 +1095,10 @@ unsafe impl Flavor for Locked {
     /// unregister.
     fn registry_get(gadgets: &Gadgets<Self>, i: usize) -> Option<GadgetRef<Self>> {
         let mut state = gadgets.lock.lock();
+        gadgets.delays().stall_atomic(uapi::LP_DELAY_TRYGET_MODE);
         let registry = gadgets.registry.lock();
         let found = registry.get(i)?;
+        gadgets.delays().stall_atomic(uapi::LP_DELAY_TRYGET_FOUND);
         // SAFETY: Found under the registry lock, which we hold until the borrow
         // ends ([`Found`]'s invariant); the count is `LockedBy` the mutex we hold.
         let count = unsafe { found.ptr.field(|g| &raw const (*g).count) };
@@ -1066,7 +1167,7 @@ unsafe impl<R: Registry> Flavor for Lockless<R> {
     }
 
     fn registry_get(gadgets: &Gadgets<Self>, i: usize) -> Option<GadgetRef<Self>> {
-        R::get_unless_zero(&gadgets.registry, i)
+        R::get_unless_zero(gadgets, i)
     }
 
     /// `lp_put_lockless()`: article v2 put, the last `Arc` reference's release.
@@ -1200,23 +1301,33 @@ unsafe fn free_box<F: Flavor>(g: GadgetPtr<F>) -> Put<F> {
 /// `spin_unlock()` (KREF_LOCK) is one release store and touches the lock no more
 /// after it, but for `PREEMPT_RT`, where a spinlock sleeps.
 ///
-/// Returns the owner's list, borrowed from the pin or the arena, not from `g`.
+/// That tail lasts a few instructions. With `LP_DELAY_PUT_UNLOCKED` on, the slow
+/// put that did not release stalls after its unlock and then try-locks the
+/// lock, as the tail would touch it: a put without this pin then touches a freed
+/// lock, which KASAN reports.
+///
+/// Returns the owner's list, borrowed from the pin or the arena, not from `g`,
+/// and the arena's LP_IOC_DELAY knob.
 ///
 /// # Safety
 ///
 /// The caller owns a count of `g`.
 #[inline]
-unsafe fn owner_pin<F: Flavor>(g: GadgetPtr<F>, pin: &mut Option<GadgetRef<F>>) -> &Kids<F> {
+unsafe fn owner_pin<F: Flavor>(
+    g: GadgetPtr<F>,
+    pin: &mut Option<GadgetRef<F>>,
+) -> (&Kids<F>, &Delay) {
     // SAFETY: The caller owns a count, so `g` is allocated and not mutably
     // borrowed; the borrow ends in this function, before any decrement.
     let gr = unsafe { g.as_ref() };
     // Not borrowed from `g`: the arena's, which outlive their gadgets.
     let gadgets = gr.gadgets();
     *pin = gr.parent.clone();
-    match pin {
+    let owner = match pin {
         Some(p) => &p.kids,
         None => &gadgets.roots,
-    }
+    };
+    (owner, gadgets.delays())
 }
 
 /// `lp_put_weak_cmpxchg()`: article v3 put, the cmpxchg loop.
@@ -1296,11 +1407,16 @@ unsafe fn put_kref_mutex<F: Flavor>(
         return false;
     }
     // SAFETY: We still own our count.
-    let owner = unsafe { owner_pin(g, pin) };
+    let (owner, delays) = unsafe { owner_pin(g, pin) };
     // `owner` is the pin's or the arena's, not `g`'s.
     if let Some(mut list) = refcnt.dec_and_lock(&owner.mutex) {
         list_remove(&mut list, g);
         return true;
+    }
+    // Debug: `mutex_unlock()`'s tail, widened ([`owner_pin`]).
+    if delays.on(uapi::LP_DELAY_PUT_UNLOCKED) {
+        delays.stall(uapi::LP_DELAY_PUT_UNLOCKED);
+        drop(owner.mutex.try_lock());
     }
     false
 }
@@ -1328,7 +1444,7 @@ unsafe fn put_kref_lock<F: Flavor>(
             return false;
         }
         // SAFETY: We still own our count.
-        unsafe { owner_pin(g, pin) }
+        unsafe { owner_pin(g, pin) }.0
     } else {
         // SAFETY: We own a count; the borrow of `g` ends in this statement. The
         // owner is the parent, which `g` keeps alive until its final put, or the
@@ -1363,13 +1479,19 @@ unsafe fn put_kref_rwsem<F: Flavor>(
         return false;
     }
     // SAFETY: We still own our count.
-    let owner = unsafe { owner_pin(g, pin) };
+    let (owner, delays) = unsafe { owner_pin(g, pin) };
     let mut list = owner.rwsem.write();
-    if !refcnt.dec_and_test() {
-        return false;
+    if refcnt.dec_and_test() {
+        list_remove(&mut list, g);
+        return true;
     }
-    list_remove(&mut list, g);
-    true
+    drop(list);
+    // Debug: `up_write()`'s tail, widened ([`owner_pin`]).
+    if delays.on(uapi::LP_DELAY_PUT_UNLOCKED) {
+        delays.stall(uapi::LP_DELAY_PUT_UNLOCKED);
+        drop(owner.rwsem.try_write());
+    }
+    false
 }
 
 /// `kref_get()` of the flavors counted by a `Refcount` (article v2's get): a bare
