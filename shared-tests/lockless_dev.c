@@ -1215,6 +1215,342 @@ TEST_F(dev, failed_new_held_by_tryget_keeps_its_flavor)
 	munmap(ro, page);
 }
 
+/*
+ * Windows of a few instructions where the code relies on a lock, a pin or
+ * an RCU read-side section, widened by LP_IOC_DELAY to WD_STALL_US: the
+ * thread that reaches the point stalls there, and the other comes in at
+ * WD_ENTER_US. With the lock, pin or grace period in place, the order of
+ * events is fixed and the answers below are exact; without it, KASAN
+ * reports a use-after-free, or an answer changes. Each test also checks
+ * that its stall ran, so that a point that is never reached cannot pass.
+ */
+#define WD_STALL_US	200000
+#define WD_ENTER_US	100000
+
+static bool wd_lacks_points(const struct lp_identify *id, __u32 points)
+{
+	return (id->delay_points & points) != points;
+}
+
+struct wd_race {
+	int fd;
+	__u32 h[3];
+	__u64 id;
+	int ret[4];
+	double took[2];
+};
+
+/* GET stalls between its handle lookup and its reference; PUT comes in. */
+static void *wd_get_racer(void *arg)
+{
+	struct lpu_thread *t = arg;
+	struct wd_race *r = t->shared;
+	double t0 = now_s();
+
+	if (t->index == 0) {
+		r->ret[0] = lpu_get(r->fd, r->h[0], &r->h[1]);
+		r->took[0] = now_s() - t0;
+	} else {
+		usleep(WD_ENTER_US);
+		r->ret[1] = lpu_put(r->fd, r->h[0]);
+	}
+	return NULL;
+}
+
+TEST_F(dev, get_takes_its_reference_under_the_handle_lock)
+{
+	struct lp_delay d = {
+		.points = 1u << LP_DELAY_HANDLE_GET, .usecs = WD_STALL_US,
+	};
+	struct wd_race r = { .fd = self->fd };
+
+	if (wd_lacks_points(&self->id, d.points))
+		SKIP(return, "%s has no delay points", variant->module);
+	ASSERT_EQ(0, lpu_new(self->fd, LP_HANDLE_NONE, &r.h[0], NULL));
+	ASSERT_EQ(0, lpu_call(self->fd, LP_IOC_DELAY, &d));
+	run_threads(2, wd_get_racer, &r);
+	d.points = 0;
+	ASSERT_EQ(0, lpu_call(self->fd, LP_IOC_DELAY, &d));
+
+	/* The GET found the handle and stalled holding the handle lock... */
+	EXPECT_EQ(0, r.ret[0]);
+	EXPECT_LE(WD_STALL_US / 1e6, r.took[0]);
+	/* ...so the PUT of that handle waited, and its gadget lived on. */
+	EXPECT_EQ(0, r.ret[1]);
+	EXPECT_EQ(1, lpu_put(self->fd, r.h[1]));
+	EXPECT_EQ(0, arena_still_works(self->fd));
+}
+
+/*
+ * TRYGET stalls with the gadget found, before its get-unless-zero; the
+ * final put comes in. LOCK mode: the put's release path unregisters the
+ * gadget under the registry lock the TRYGET holds. RCU mode: the free
+ * waits for a grace period, which waits for the TRYGET. Either way the
+ * increment meets a count of zero and fails.
+ */
+static void *wd_tryget_racer(void *arg)
+{
+	struct lpu_thread *t = arg;
+	struct wd_race *r = t->shared;
+	double t0 = now_s();
+
+	if (t->index == 0) {
+		r->ret[0] = lpu_tryget(r->fd, r->id, &r->h[1]);
+		r->took[0] = now_s() - t0;
+	} else {
+		usleep(WD_ENTER_US);
+		r->ret[1] = lpu_put(r->fd, r->h[0]);
+	}
+	return NULL;
+}
+
+TEST_F(dev, tryget_found_gadget_outlives_its_final_put)
+{
+	static const __u32 cases[][2] = {
+		{ LP_FLAVOR_KREF_MUTEX, LP_REGISTRY_LOCK },
+		{ LP_FLAVOR_KREF_MUTEX, LP_REGISTRY_RCU },
+		{ LP_FLAVOR_LOCKLESS, LP_REGISTRY_LOCK },
+		{ LP_FLAVOR_LOCKLESS, LP_REGISTRY_RCU },
+	};
+	struct lp_delay d = {
+		.points = 1u << LP_DELAY_TRYGET_FOUND, .usecs = WD_STALL_US,
+	};
+	unsigned int k;
+
+	if (lacks(_metadata, &self->id, variant->module, variant->reference,
+		  1u << LP_FLAVOR_KREF_MUTEX | 1u << LP_FLAVOR_LOCKLESS, 0))
+		return;
+	if (wd_lacks_points(&self->id, d.points))
+		SKIP(return, "%s has no delay points", variant->module);
+	for (k = 0; k < ARRAY_SIZE(cases); k++) {
+		struct wd_race r = {
+			.fd = open(variant->path, O_RDWR | O_CLOEXEC),
+		};
+
+		ASSERT_LE(0, r.fd);
+		ASSERT_EQ(0, lpu_configure_registry(r.fd, cases[k][0],
+						    cases[k][1]));
+		ASSERT_EQ(0, lpu_new(r.fd, LP_HANDLE_NONE, &r.h[0], &r.id));
+		ASSERT_EQ(0, lpu_call(r.fd, LP_IOC_DELAY, &d));
+		run_threads(2, wd_tryget_racer, &r);
+
+		/* Found, stalled, and then the count was zero. */
+		EXPECT_EQ(-ENOENT, r.ret[0]) TH_LOG("case %u", k);
+		EXPECT_LE(WD_STALL_US / 1e6, r.took[0]) TH_LOG("case %u", k);
+		EXPECT_EQ(1, r.ret[1]) TH_LOG("case %u", k);
+		close(r.fd);
+		EXPECT_EQ(0, module_live(self->fd)) TH_LOG("case %u", k);
+	}
+}
+
+/*
+ * The registry mode switch: a TRYGET reads RCU mode and stalls inside its
+ * read-side section before its lookup; a CONFIGURE to LOCK mode comes in,
+ * then a NEW whose gadget has the id the TRYGET looks for, and its final
+ * put. C's CONFIGURE waits for a grace period when it leaves RCU mode,
+ * Rust's for the TRYGET's hold of the arena's config: either way the
+ * TRYGET's lookup comes before the NEW and finds nothing. Without that
+ * wait, the TRYGET finds the new gadget, stalls again (TRYGET_FOUND), and
+ * the put frees it at once, as LOCK mode does, before its increment.
+ */
+static void *wd_switch_racer(void *arg)
+{
+	struct lpu_thread *t = arg;
+	struct wd_race *r = t->shared;
+	double t0 = now_s();
+	__u64 id = 0;
+
+	if (t->index == 0) {
+		r->ret[0] = lpu_tryget(r->fd, r->id, &r->h[1]);
+		r->took[0] = now_s() - t0;
+		return NULL;
+	}
+	usleep(WD_ENTER_US);
+	r->ret[1] = lpu_configure_registry(r->fd, LP_FLAVOR_LOCKLESS,
+					   LP_REGISTRY_LOCK);
+	r->took[1] = now_s() - t0;
+	r->ret[2] = lpu_new(r->fd, LP_HANDLE_NONE, &r->h[0], &id);
+	if (!r->ret[2] && id != r->id)
+		r->ret[2] = -ERANGE;
+	usleep(WD_STALL_US);
+	r->ret[3] = lpu_put(r->fd, r->h[0]);
+	return NULL;
+}
+
+TEST_F(dev, tryget_in_rcu_mode_finishes_before_a_switch_to_lock)
+{
+	struct lp_delay d = {
+		.points = 1u << LP_DELAY_TRYGET_MODE |
+			  1u << LP_DELAY_TRYGET_FOUND,
+		.usecs = WD_STALL_US,
+	};
+	struct wd_race r = { .fd = self->fd, .id = 1 };
+
+	if (lacks(_metadata, &self->id, variant->module, variant->reference,
+		  1u << LP_FLAVOR_LOCKLESS, 0))
+		return;
+	if (wd_lacks_points(&self->id, d.points))
+		SKIP(return, "%s has no delay points", variant->module);
+	ASSERT_EQ(0, lpu_configure_registry(self->fd, LP_FLAVOR_LOCKLESS,
+					    LP_REGISTRY_RCU));
+	ASSERT_EQ(0, lpu_call(self->fd, LP_IOC_DELAY, &d));
+	run_threads(2, wd_switch_racer, &r);
+	d.points = 0;
+	ASSERT_EQ(0, lpu_call(self->fd, LP_IOC_DELAY, &d));
+
+	/* The lookup ran before the NEW: nothing found, one stall only. */
+	EXPECT_EQ(-ENOENT, r.ret[0]);
+	EXPECT_LE(WD_STALL_US / 1e6, r.took[0]);
+	/* The CONFIGURE waited for the TRYGET's stall. */
+	EXPECT_EQ(0, r.ret[1]);
+	EXPECT_LE(WD_STALL_US / 1e6, r.took[1]);
+	EXPECT_EQ(0, r.ret[2]);
+	EXPECT_EQ(1, r.ret[3]);
+	EXPECT_EQ(0, arena_still_works(self->fd));
+}
+
+/*
+ * LOOKUP stalls holding the parent's list lock, the child found, before
+ * its upgrade; the child's final put comes in, and must wait for the lock
+ * (the 1 -> 0 step is taken under it): it then takes the count 2 -> 1
+ * and releases nothing.
+ */
+static void *wd_lookup_racer(void *arg)
+{
+	struct lpu_thread *t = arg;
+	struct wd_race *r = t->shared;
+	double t0 = now_s();
+
+	if (t->index == 0) {
+		r->ret[0] = lpu_lookup(r->fd, r->h[0], r->id, &r->h[2]);
+		r->took[0] = now_s() - t0;
+	} else {
+		usleep(WD_ENTER_US);
+		r->ret[1] = lpu_put(r->fd, r->h[1]);
+	}
+	return NULL;
+}
+
+TEST_F(dev, lookup_upgrades_under_the_list_lock)
+{
+	static const __u32 flavors[] = {
+		LP_FLAVOR_WEAK_CMPXCHG, LP_FLAVOR_KREF_MUTEX,
+		LP_FLAVOR_KREF_LOCK, LP_FLAVOR_KREF_RWSEM,
+	};
+	struct lp_delay d = {
+		.points = 1u << LP_DELAY_UPGRADE_LOCKED, .usecs = WD_STALL_US,
+	}, off = { 0 };
+	unsigned int k;
+
+	if (lacks(_metadata, &self->id, variant->module, variant->reference,
+		  1u << LP_FLAVOR_WEAK_CMPXCHG | 1u << LP_FLAVOR_KREF_MUTEX |
+		  1u << LP_FLAVOR_KREF_LOCK | 1u << LP_FLAVOR_KREF_RWSEM, 0))
+		return;
+	if (wd_lacks_points(&self->id, d.points))
+		SKIP(return, "%s has no delay points", variant->module);
+	for (k = 0; k < ARRAY_SIZE(flavors); k++) {
+		struct wd_race r = {
+			.fd = open(variant->path, O_RDWR | O_CLOEXEC),
+		};
+
+		ASSERT_LE(0, r.fd);
+		ASSERT_EQ(0, lpu_configure(r.fd, flavors[k]));
+		ASSERT_EQ(0, lpu_new(r.fd, LP_HANDLE_NONE, &r.h[0], NULL));
+		ASSERT_EQ(0, lpu_new(r.fd, r.h[0], &r.h[1], &r.id));
+		ASSERT_EQ(0, lpu_call(r.fd, LP_IOC_DELAY, &d));
+		run_threads(2, wd_lookup_racer, &r);
+		ASSERT_EQ(0, lpu_call(r.fd, LP_IOC_DELAY, &off));
+
+		EXPECT_EQ(0, r.ret[0]) TH_LOG("flavor %u", flavors[k]);
+		EXPECT_LE(WD_STALL_US / 1e6, r.took[0])
+			TH_LOG("flavor %u", flavors[k]);
+		/* The upgrade came first: the put was not the last. */
+		EXPECT_EQ(0, r.ret[1]) TH_LOG("flavor %u", flavors[k]);
+		if (!r.ret[0])
+			EXPECT_EQ(1, lpu_put(r.fd, r.h[2]))
+				TH_LOG("flavor %u", flavors[k]);
+		EXPECT_EQ(1, lpu_put(r.fd, r.h[0])) TH_LOG("flavor %u", flavors[k]);
+		close(r.fd);
+		EXPECT_EQ(0, module_live(self->fd)) TH_LOG("flavor %u", flavors[k]);
+	}
+}
+
+/*
+ * The owner pin of a slow put (lp_owner_pin()). A LOOKUP of the child
+ * stalls holding the parent's lock before its upgrade (UPGRADE_LOCKED);
+ * the child's put comes in, finds the count at one, pins the parent and
+ * waits for the lock; the upgrade takes the count to two, so the put's
+ * decrement under the lock is not the last, and after its unlock the put
+ * stalls and touches the lock again, as the unlock's slow path may
+ * (PUT_UNLOCKED). Meanwhile the parent's handle and the LOOKUP's
+ * reference are put: the child is released, and with it its reference to
+ * the parent, whose only one left is the pin. Dropping the pin releases
+ * the parent, after the touch. Without the pin the parent, and the lock
+ * in it, are freed before the touch: KASAN.
+ */
+static void *wd_pin_racer(void *arg)
+{
+	struct lpu_thread *t = arg;
+	struct wd_race *r = t->shared;
+	double t0 = now_s();
+
+	if (t->index == 0) {
+		r->ret[0] = lpu_lookup(r->fd, r->h[0], r->id, &r->h[2]);
+		/* Past the put's decrement, inside its second stall. */
+		usleep(WD_ENTER_US);
+		r->ret[2] = lpu_put(r->fd, r->h[0]);
+		r->ret[3] = r->ret[0] ? -1 : lpu_put(r->fd, r->h[2]);
+	} else {
+		usleep(WD_ENTER_US);
+		r->ret[1] = lpu_put(r->fd, r->h[1]);
+		r->took[1] = now_s() - t0;
+	}
+	return NULL;
+}
+
+TEST_F(dev, slow_put_keeps_the_lock_it_unlocks_pinned)
+{
+	static const __u32 flavors[] = {
+		LP_FLAVOR_KREF_MUTEX, LP_FLAVOR_KREF_RWSEM,
+	};
+	struct lp_delay d = {
+		.points = 1u << LP_DELAY_UPGRADE_LOCKED |
+			  1u << LP_DELAY_PUT_UNLOCKED,
+		.usecs = WD_STALL_US,
+	};
+	unsigned int k;
+
+	if (lacks(_metadata, &self->id, variant->module, variant->reference,
+		  1u << LP_FLAVOR_KREF_MUTEX | 1u << LP_FLAVOR_KREF_RWSEM, 0))
+		return;
+	if (wd_lacks_points(&self->id, d.points))
+		SKIP(return, "%s has no delay points", variant->module);
+	for (k = 0; k < ARRAY_SIZE(flavors); k++) {
+		struct wd_race r = {
+			.fd = open(variant->path, O_RDWR | O_CLOEXEC),
+		};
+
+		ASSERT_LE(0, r.fd);
+		ASSERT_EQ(0, lpu_configure(r.fd, flavors[k]));
+		ASSERT_EQ(0, lpu_new(r.fd, LP_HANDLE_NONE, &r.h[0], NULL));
+		ASSERT_EQ(0, lpu_new(r.fd, r.h[0], &r.h[1], &r.id));
+		ASSERT_EQ(0, lpu_call(r.fd, LP_IOC_DELAY, &d));
+		run_threads(2, wd_pin_racer, &r);
+
+		EXPECT_EQ(0, r.ret[0]) TH_LOG("flavor %u", flavors[k]);
+		/* The parent's handle: the child and the pin hold it. */
+		EXPECT_EQ(0, r.ret[2]) TH_LOG("flavor %u", flavors[k]);
+		/* The LOOKUP's reference was the child's last. */
+		EXPECT_EQ(1, r.ret[3]) TH_LOG("flavor %u", flavors[k]);
+		/* Not the last of the child, and the pin was the parent's. */
+		EXPECT_EQ(1, r.ret[1]) TH_LOG("flavor %u", flavors[k]);
+		EXPECT_LE(2 * WD_STALL_US / 1e6 - WD_ENTER_US / 1e6, r.took[1])
+			TH_LOG("flavor %u", flavors[k]);
+		close(r.fd);
+		EXPECT_EQ(0, module_live(self->fd)) TH_LOG("flavor %u", flavors[k]);
+	}
+}
+
 TEST_F(dev, lookup_in_flavor_without_child_list_is_eopnotsupp)
 {
 	struct lp_run run;
