@@ -479,10 +479,7 @@ impl Arena {
         try_pin_init!(&this in Self {
             configured: Atomic::new(false),
             config <- new_rwsem!(Choice::Locked, "lp_arena.config_rwsem"),
-            // SAFETY: `this` points to the arena being initialised, whose
-            // `delays` outlives `typed`; `&raw const` takes the field's address
-            // and reads nothing, so the field may be uninitialised yet.
-            typed <- AllTyped::new(unsafe { NonNull::new_unchecked((&raw const (*this.as_ptr()).delays).cast_mut()) }),
+            typed <- AllTyped::new(Self::delays_of(this)),
             delays: Delay::new(),
             var: Atomic::new(0),
             max_wait: Atomic::new(0),
@@ -495,6 +492,17 @@ impl Arena {
             txn <- Txn::init(),
             txn_handles <- new_mutex!(Handles::new(), "lp_arena.txn_handles_lock"),
         })
+    }
+
+    /// The address of `this` arena's `delays`, for its gadgets to point to: the
+    /// same allocation, so it outlives them.
+    fn delays_of(this: NonNull<Self>) -> NonNull<Delay> {
+        // SAFETY: `this` points to an arena's allocation (being initialised, in
+        // `Arena::new()`): the projection stays in bounds, and `&raw const`
+        // takes the field's address without reading it or making a reference,
+        // so the field may be uninitialised yet. The address is not null, as
+        // `this` is not.
+        unsafe { NonNull::new_unchecked((&raw const (*this.as_ptr()).delays).cast_mut()) }
     }
 
     /// `lp_delay()`: [`Delay::stall`] on the arena's knob, at `point`.
