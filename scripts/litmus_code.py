@@ -1486,6 +1486,7 @@ BODY_CALLS = {
     "rcu_read_unlock": [("rcu_read_unlock", None, None)],
     "synchronize_rcu": [("synchronize_rcu", None, None)],
     "rcu_dereference": [("read", "once", 0)],
+    "rcu_assign_pointer": [("set", "release", 0)],
 }
 C_KEYWORDS = {"if", "while", "for", "switch", "return", "sizeof"}
 
@@ -1545,6 +1546,9 @@ def parse_body(litpath):
                 if order is None:
                     order = ORDER_SUFFIX[am.group(2) or ""]
                 var = [last_ident(a) for a in args if last_ident(a) in params]
+                # Or a pointer the process read (int *found; found = ...).
+                var = var or [last_ident(a) for a in args[:1] if re.search(
+                    r"\bint\s*\*\s*%s\s*;" % re.escape(last_ident(a) or "-"), body)]
                 if not var:
                     return None, "line %d: %s() on no variable of %s's parameters" % (
                         line, name, proc)
@@ -1873,7 +1877,7 @@ def main(argv):
         if not ok:
             print(line)
     if all(ok for ok, _ in results):
-        print("ok selftest: %d Rust bodies give their lists (--selftest)" % len(results))
+        print("ok selftest: %d bodies give their lists (--selftest)" % len(results))
         passed += 1
     else:
         failed += 1
