@@ -1748,9 +1748,12 @@ def check_bodies(litpath, test, entries):
 
 # ------------------------------------------------------------ coverage
 
-# A comment that makes a claim about memory ordering.
-CLAIM = re.compile(r"fully ordered|\bordering\b|\bordered\b|\bacquire\b|"
-                   r"\bbarrier\b|happens before|litmus|fence|1 -> 0|"
+# A comment that makes a claim about memory ordering (or about a grace
+# period, RCU, a release or a dependency); "release" as a function's name
+# (Gadget::release, release()) is not one.
+CLAIM = re.compile(r"fully ordered|\bordering\b|\bordered\b|\border\b|\bacquire\b|"
+                   r"(?<![:.])\brelease\b(?!\(\))|\bbarrier\b|happens before|litmus|fence|1 -> 0|"
+                   r"grace period|\brcu\b|\brcu_\w+|\bdependency\b|\bdependent\b|"
                    r"unless (?:it is )?(?:already )?(?:zero|dying)|"
                    r"`(?:Full|Acquire|Release)`", re.I)
 # The stalls (blank_delays()): what their comments say is no claim.
@@ -1780,7 +1783,8 @@ def body_comments(text, stripped, start):
 
 
 def claim_functions(repo):
-    """(file, function) for every function whose comment claims ordering."""
+    """(file, function) for every function whose comment claims ordering:
+    the comment right above it or a comment inside its body."""
     found = []
     for d, ext in (("c-module", ".c"), ("rust-module", ".rs")):
         for fn in sorted(os.listdir(os.path.join(repo, d))):
@@ -1809,7 +1813,8 @@ def claim_functions(repo):
                 while j >= 0 and re.match(r"\s*(///|//!|\*|/\*\*|/\*|\*/|#\[)", lines[j]):
                     comment.append(lines[j])
                     j -= 1
-                if CLAIM.search("\n".join(comment)):
+                if CLAIM.search("\n".join(comment)) or \
+                        CLAIM.search(body_comments(text, stripped, offset[i])):
                     found.append((path, m.group(1)))
     return found
 
