@@ -727,8 +727,7 @@ impl<F: Flavor> Gadget<F> {
 
         // Register for TRYGET last, once `g` is complete. The XArray's store is
         // `rcu_assign_pointer()`, a release: an RCU-mode TRYGET that finds `g`
-        // with `xa_load()` (a dependent load) sees it complete; the XArray's
-        // lock taken here is nothing to it (`registry-publish-rcu.litmus`).
+        // with `xa_load()` (a dependent load) sees it complete.
         gadgets
             .registry
             .lock()

@@ -1380,8 +1380,11 @@ def extract(repo, path, func):
     if err:
         return None, err
     body = text[span[0]:span[1]]
-    return (extract_rust(body, structure=True) if path.endswith(".rs")
-            else extract_c(body, structure=True)), None
+    try:
+        return (extract_rust(body, structure=True) if path.endswith(".rs")
+                else extract_c(body, structure=True)), None
+    except (ValueError, IndexError, KeyError) as e:
+        return None, "cannot read its body: %s" % e
 
 
 # ------------------------------------------------------------ headers
