@@ -41,10 +41,17 @@ So an inverted RCU test, a cmpxchg retry loop turned into one try or a
 deleted pin fails the check.  They are checked against the code only:
 code_for_body() drops them, as a model runs one path, loops unrolled.
 
+A local assigned a RELEVANT test before the branch is read as that
+test (resolve_locals()): locked = READ_ONCE(arena->flavor) ==
+LP_FLAVOR_LOCKED; if (!locked) is if(!(flavor==LOCKED)).
+
 Stalls.  The debug-only delay points (lp_delay(), lp_delay_atomic(),
-.delay(), .delay_atomic(), Arena::delay*()) order nothing: blank_delays()
-removes them, call and arguments, before anything is read, and the
-coverage scan does not count a stall function's comment as a claim.
+.delay(), .delay_atomic(), Arena::delay*(), .stall(), .stall_atomic(),
+any call whose arguments name an LP_DELAY_ point) and the blocks they
+guard (if (lp_delay_on(...)) { ... }) order nothing: blank_delays()
+removes them, call and arguments, block and all, before anything is
+read, and the coverage scan does not count a stall function's comment
+as a claim.
 
 The body.  Each Code: operation of process Pn must also be in Pn's C
 body in the litmus test, in the same order: a subsequence (the body may
@@ -385,23 +392,58 @@ def tok(kind, order, name):
 
 # The debug-only stalls that widen race windows (lp_delay(arena,
 # LP_DELAY_...), lp_delay_atomic(); arena.delay(), arena.delay_atomic(),
-# Arena::delay*()): they order nothing, so the check reads past them, call
-# and arguments, as if they were not there.
-C_DELAY = re.compile(r"\blp_delay(?:_atomic)?\s*\(")
-RUST_DELAY = re.compile(r"(?:\.\s*|(?<![\w:])(?:\w+::)*Arena::)delay\w*\s*\(")
+# Arena::delay*(), a Delay's stall()/stall_atomic(): any call named so, or
+# whose arguments name an LP_DELAY_ point) and the debug-only blocks they
+# guard (if (lp_delay_on(arena, LP_DELAY_...)) { ... }, if d.on(...) {
+# ... }: an if without else whose condition names a delay point): they
+# order nothing, so the check reads past them, call and arguments, block
+# and all, as if they were not there.
+C_DELAY = re.compile(r"\blp_delay\w*\s*\(")
+RUST_DELAY = re.compile(r"(?:\.\s*|(?<![\w:])(?:\w+::)*(?:Arena|Delay)::)(?:delay|stall)\w*\s*\(")
+DELAY_POINT = re.compile(r"\bLP_DELAY_[A-Z_]+|\bdelay\w*_on\b")
+ANY_CALL = re.compile(r"(?:\.\s*)?\b[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*\s*\(")
 
 
 def blank_delays(body, rust):
-    """BODY with every stall call (C_DELAY, RUST_DELAY) blanked, offsets kept."""
-    pat = RUST_DELAY if rust else C_DELAY
-    out, last = [], 0
-    for m in pat.finditer(body):
-        if m.start() < last:
+    """BODY with every stall call and every block a stall guards blanked
+    (C_DELAY, RUST_DELAY, DELAY_POINT), offsets kept."""
+    spans = []
+    for m in re.finditer(r"\bif\b", body):
+        if rust:
+            k = body.find("{", m.end())
+            if k < 0 or not DELAY_POINT.search(body[m.end():k]) or ";" in body[m.end():k]:
+                continue
+            end = match_close(body, k, "{", "}") + 1
+        else:
+            p = body.find("(", m.end())
+            if p < 0 or body[m.end():p].strip():
+                continue
+            q = match_close(body, p, "(", ")")
+            if not DELAY_POINT.search(body[p:q]):
+                continue
+            k = q + 1
+            while k < len(body) and body[k].isspace():
+                k += 1
+            if k < len(body) and body[k] == "{":
+                end = match_close(body, k, "{", "}") + 1
+            else:
+                end = body.find(";", k) + 1
+        if re.match(r"\s*else\b", body[end:]):
             continue
+        spans.append((m.start(), end))
+    pat = RUST_DELAY if rust else C_DELAY
+    for m in list(pat.finditer(body)) + [c for c in ANY_CALL.finditer(body)]:
         close = match_close(body, m.end() - 1, "(", ")")
-        out.append(body[last:m.start()])
-        out.append(" " * (close + 1 - m.start()))
-        last = close + 1
+        if pat.match(body, m.start()) or DELAY_POINT.search(body[m.end():close]):
+            spans.append((m.start(), close + 1))
+    out, last = [], 0
+    for a, b in sorted(spans):
+        if b <= last:
+            continue
+        a = max(a, last)
+        out.append(body[last:a])
+        out.append(re.sub(r"[^\n]", " ", body[a:b]))
+        last = b
     out.append(body[last:])
     return "".join(out)
 
@@ -409,11 +451,29 @@ def blank_delays(body, rust):
 # A branch the models depend on: its condition (or switch/match scrutinee)
 # names the registry mode, the flavor, the txn's "locked" or PREEMPT_RT
 # (the Rust flavor's KIDS, a Registry type).
-RELEVANT = re.compile(r"registry_mode|\bregistry\b|\bwas_rcu\b|flavor|\blocked\b|is_locked|PREEMPT_RT|\bKIDS\b|\bRegistry\b")
+RELEVANT = re.compile(r"registry_mode|\bregistry\b|\bwas_rcu\b|\brcu\b|flavor|\blocked\b|is_locked|PREEMPT_RT|\bKIDS\b|\bRegistry\b")
 # The tokens of the structure (README "Branches, loops and pins"): checked
 # against the code, never against a litmus body.
 STRUCTURE = re.compile(r"(?:if|switch|case|match|registry)\(.*\)$|"
                        r"(?:else|endif|endswitch|endmatch|loop|endloop|pin)$")
+
+
+def resolve_locals(cond, body, pos, rust):
+    """COND with each local named in it that BODY assigned (last before
+    POS) a RELEVANT test (== or !=) written as that test, in parentheses:
+    rcu = READ_ONCE(arena->registry_mode) == LP_REGISTRY_RCU; if (rcu)
+    is if((READ_ONCE(arena->registry_mode) == LP_REGISTRY_RCU)), so an
+    inverted test in the assignment is an inverted test too."""
+    def value(m):
+        name = m.group(0)
+        pat = (r"\blet\s+(?:mut\s+)?%s\s*(?::[^=;]*)?=(?!=)([^;]*);" if rust else
+               r"(?<![\w.>])%s\s*=(?!=)([^;]*);") % re.escape(name)
+        found = [a for a in re.finditer(pat, body[:pos])]
+        if not found or not RELEVANT.search(found[-1].group(1)) or \
+                not re.search(r"[=!]=", found[-1].group(1)):
+            return name
+        return "(%s)" % found[-1].group(1).strip()
+    return re.sub(r"(?<![\w.>:])[a-z_]\w*(?!\s*[(\w])", value, cond)
 
 
 def canon_cond(cond):
@@ -432,7 +492,10 @@ def canon_cond(cond):
         s = re.sub(r"\bis_locked\([^()]*\)", "locked", s)
     s = re.sub(r"(?:[A-Za-z_]\w*(?:\(\))?(?:->|\.))+(?=[A-Za-z_])", "", s)
     s = re.sub(r"\b(?:uapi::)?LP_(?:REGISTRY|FLAVOR|TXN)_", "", s)
-    return re.sub(r"\blp_", "", s)
+    s = re.sub(r"\blp_", "", s)
+    while s.startswith("(") and s.endswith(")") and match_close(s, 0, "(", ")") == len(s) - 1:
+        s = s[1:-1]
+    return s
 
 
 class CStructure:
@@ -497,7 +560,7 @@ class CStructure:
         w = self.word(i)
         if w == "if":
             p, q = self.paren(i)
-            cond = b[p + 1:q]
+            cond = resolve_locals(b[p + 1:q], b, i, False)
             rel = RELEVANT.search(cond)
             if rel:
                 self.ev.append((q, 0, "if(%s)" % canon_cond(cond), None))
@@ -634,7 +697,7 @@ def rust_structure(body):
             j = find_open(k + 1)
             if j is None:
                 continue
-            cond = body[e:toks[j][1]]
+            cond = resolve_locals(body[e:toks[j][1]], body, s, True)
             if not RELEVANT.search(cond):
                 continue
             close = match_close(body, toks[j][1], "{", "}")
@@ -1326,6 +1389,13 @@ SELFTEST_STRUCTURE = [
      "pin lock(mutex)"),
     ("c", "list_for_each_entry(c, &k->head, node) { kref_get(&c->kref); }",
      "loop add.relaxed(kref) endloop"),
+    ("c", "rcu = READ_ONCE(a->registry_mode) == LP_REGISTRY_RCU; if (!rcu) x = 1;"
+     " locked = f; if (locked) y = 1;",
+     "read.once(registry_mode) if(!(registry_mode==RCU)) endif if(locked) endif"),
+    ("c", "if (kref_put_mutex(&g->kref, r, &o->mutex)) return true;"
+     " if (lp_delay_on(arena, LP_DELAY_PUT_UNLOCKED)) { lp_delay(arena, LP_DELAY_PUT_UNLOCKED);"
+     " if (mutex_trylock(&o->mutex)) mutex_unlock(&o->mutex); } lp_stall(a, LP_DELAY_X);",
+     "dec_not_one.release(kref) lock(mutex) fetch_sub.release+acquire(kref) unlock(mutex)"),
     ("rust", "loop { if x.cmpxchg(1, 2, Full).is_ok() { break; } }",
      "loop cmpxchg.full(x) endloop"),
     ("rust", "while old < new { old = x.cmpxchg(old, new, Full); }",
@@ -1333,6 +1403,10 @@ SELFTEST_STRUCTURE = [
     ("rust", "if old < new { x.cmpxchg(old, new, Full); }", "cmpxchg.full(x)"),
     ("rust", "arena.delay(uapi::LP_DELAY_X); x.store(1, Relaxed);"
      " self.arena().delay_atomic(y.load(Relaxed)); Arena::delay(a, 1);",
+     "set.once(x)"),
+    ("rust", "g.delays().stall_atomic(uapi::LP_DELAY_TRYGET_MODE); x.store(1, Relaxed);"
+     " if d.on(uapi::LP_DELAY_PUT_UNLOCKED) { d.stall(p); let _ = m.lock(); }"
+     " Delay::stall(d, 1); wait_here(uapi::LP_DELAY_Y);",
      "set.once(x)"),
     ("rust", "F::Registry::free_box(b); R::drop_arc(a, |g| ());",
      "registry(F::Registry) registry(R)"),
@@ -1760,7 +1834,8 @@ CLAIM = re.compile(r"fully ordered|\bordering\b|\bordered\b|\border\b|\bacquire\
                    r"unless (?:it is )?(?:already )?(?:zero|dying)|"
                    r"`(?:Full|Acquire|Release)`", re.I)
 # The stalls (blank_delays()): what their comments say is no claim.
-STALL_FUNCTIONS = {"lp_delay", "lp_delay_atomic", "delay", "delay_atomic"}
+STALL_FUNCTIONS = {"lp_delay", "lp_delay_atomic", "lp_delay_on", "delay", "delay_atomic",
+                   "stall", "stall_atomic"}
 COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
 
