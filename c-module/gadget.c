@@ -193,9 +193,11 @@ void lp_gadget_discard(struct lp_gadget *g)
  * TRYGET in the slot
  * lp_gadget_alloc() reserved (no allocation, so no failure), and links it
  * on its owner's list under the owner's lock last (flavors with a child
- * list): both the registry's lock (xa_store() takes it) and the list lock
- * order the stores that completed @g before any TRYGET or LOOKUP that
- * finds it.
+ * list). What orders the stores that completed @g before a TRYGET that
+ * finds it is xa_store()'s rcu_assign_pointer(), a release, and the
+ * address dependency of xa_load()'s rcu_dereference() in TRYGET: an
+ * RCU-mode TRYGET takes no lock (registry-publish-rcu.litmus). A LOOKUP
+ * finds @g under the list lock, which the link takes.
  */
 void lp_gadget_publish(struct lp_gadget *g, struct lp_gadget *parent)
 {
@@ -774,10 +776,13 @@ static bool lp_gadget_get_unless_zero(struct lp_gadget *g)
  * as it does under the lock. The mode is read inside the critical section
  * (see lp_configure()). The gadget cache is not SLAB_TYPESAFE_BY_RCU:
  * with it, a gadget's memory could hold another gadget before the grace
- * period ends, and the one found would have to be checked again (its id)
- * after an increment ordered before that check
- * (refcount_inc_not_zero_acquire()); kfree_rcu() instead costs a rcu_head
- * per gadget and keeps freed memory for a grace period.
+ * period ends, and both halves of the kernel's protocol for that would be
+ * needed: the writer initialises the new gadget, its id included, before
+ * it makes the count nonzero with refcount_set_release(), and the reader
+ * checks the id again after an increment ordered before that check
+ * (refcount_inc_not_zero_acquire()), putting back what it got if the id
+ * differs. kfree_rcu() instead costs a rcu_head per gadget and keeps
+ * freed memory for a grace period.
  *
  * Return: 0, or -ENOENT if no gadget has @id (or @id does not fit an
  * unsigned long, the registry's index) or its count reached zero.

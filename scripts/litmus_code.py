@@ -29,6 +29,30 @@ same (the list is the whole function's), the brackets tell the reader the
 model leaves them out.  The same holds for another registry mode's branch
 (LOCK or RCU, see tryget-rcu.litmus).
 
+Structure tokens.  Besides the operations, the list holds the branches,
+loops and pins the models depend on (README "Branches, loops and
+pins"): if(COND) else endif and switch(X) case(A,B) endswitch (Rust
+match(X) case(PAT) endmatch, COND.then(|| ...) as if(COND) ... endif)
+for a condition that names the registry mode, the flavor, locked,
+was_rcu or PREEMPT_RT (RELEVANT; canon_cond() writes it), loop endloop
+around every loop holding an operation, registry(T) for a Rust call of a
+Registry method through type T, and pin for lp_owner_pin()/owner_pin().
+So an inverted RCU test, a cmpxchg retry loop turned into one try or a
+deleted pin fails the check.  They are checked against the code only:
+code_for_body() drops them, as a model runs one path, loops unrolled.
+
+A local assigned a RELEVANT test before the branch is read as that
+test (resolve_locals()): locked = READ_ONCE(arena->flavor) ==
+LP_FLAVOR_LOCKED; if (!locked) is if(!(flavor==LOCKED)).
+
+Stalls.  The debug-only delay points (lp_delay(), lp_delay_atomic(),
+.delay(), .delay_atomic(), Arena::delay*(), .stall(), .stall_atomic(),
+any call whose arguments name an LP_DELAY_ point) and the blocks they
+guard (if (lp_delay_on(...)) { ... }) order nothing: blank_delays()
+removes them, call and arguments, block and all, before anything is
+read, and the coverage scan does not count a stall function's comment
+as a claim.
+
 The body.  Each Code: operation of process Pn must also be in Pn's C
 body in the litmus test, in the same order: a subsequence (the body may
 do more, and an unrolled loop may match operations of several of its
@@ -288,7 +312,7 @@ def find_definition(path, text, func):
     hits = []
     for m in pat.finditer(text):
         if rust and owner:
-            impls = [x for x in re.finditer(r"^(?:unsafe\s+)?impl\b[^{]*\{", text[:m.start()], re.M)]
+            impls = [x for x in re.finditer(r"^\s*(?:unsafe\s+)?impl\b[^{;]*\{", text[:m.start()], re.M)]
             if not impls or not re.search(r"\b%s\b" % re.escape(owner), impls[-1].group(0)):
                 continue
         # The body: the first "{" after the parameter list (C: at column 0).
@@ -310,6 +334,13 @@ def find_definition(path, text, func):
         hits.append((start, brace + 1, match_close(text, brace, "{", "}")))
     if not hits:
         return None, "no function %s%s" % (owner + "::" if owner else "", func)
+    if len(hits) > 1 and rust and not owner:
+        # A bare name is the free function, if methods share its name.
+        free = [h for h in hits if not any(
+            b.start() < h[0] < match_close(text, b.end() - 1, "{", "}")
+            for b in re.finditer(r"^(?:unsafe\s+)?(?:impl|trait|pub(?:\([a-z]+\))?\s+"
+                                 r"(?:unsafe\s+)?trait)\b[^{;]*\{", text[:h[0]], re.M))]
+        hits = free if len(free) == 1 else hits
     if len(hits) > 1:
         return None, "%d functions named %s: qualify it as Type::%s" % (len(hits), func, func)
     return hits[0], None
@@ -357,16 +388,390 @@ def tok(kind, order, name):
         t += "(%s)" % name
     return t
 
+# ------------------------------------------------------------ structure
+
+# The debug-only stalls that widen race windows (lp_delay(arena,
+# LP_DELAY_...), lp_delay_atomic(); arena.delay(), arena.delay_atomic(),
+# Arena::delay*(), a Delay's stall()/stall_atomic(): any call named so, or
+# whose arguments name an LP_DELAY_ point) and the debug-only blocks they
+# guard (if (lp_delay_on(arena, LP_DELAY_...)) { ... }, if d.on(...) {
+# ... }: an if without else whose condition names a delay point): they
+# order nothing, so the check reads past them, call and arguments, block
+# and all, as if they were not there.
+C_DELAY = re.compile(r"\blp_delay\w*\s*\(")
+RUST_DELAY = re.compile(r"(?:\.\s*|(?<![\w:])(?:\w+::)*(?:Arena|Delay)::)(?:delay|stall)\w*\s*\(")
+DELAY_POINT = re.compile(r"\bLP_DELAY_[A-Z_]+|\bdelay\w*_on\b")
+ANY_CALL = re.compile(r"(?:\.\s*)?\b[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*\s*\(")
+
+
+def blank_delays(body, rust):
+    """BODY with every stall call and every block a stall guards blanked
+    (C_DELAY, RUST_DELAY, DELAY_POINT), offsets kept."""
+    spans = []
+    for m in re.finditer(r"\bif\b", body):
+        if rust:
+            k = body.find("{", m.end())
+            if k < 0 or not DELAY_POINT.search(body[m.end():k]) or ";" in body[m.end():k]:
+                continue
+            end = match_close(body, k, "{", "}") + 1
+        else:
+            p = body.find("(", m.end())
+            if p < 0 or body[m.end():p].strip():
+                continue
+            q = match_close(body, p, "(", ")")
+            if not DELAY_POINT.search(body[p:q]):
+                continue
+            k = q + 1
+            while k < len(body) and body[k].isspace():
+                k += 1
+            if k < len(body) and body[k] == "{":
+                end = match_close(body, k, "{", "}") + 1
+            else:
+                end = body.find(";", k) + 1
+        if re.match(r"\s*else\b", body[end:]):
+            continue
+        spans.append((m.start(), end))
+    pat = RUST_DELAY if rust else C_DELAY
+    for m in list(pat.finditer(body)) + [c for c in ANY_CALL.finditer(body)]:
+        close = match_close(body, m.end() - 1, "(", ")")
+        if pat.match(body, m.start()) or DELAY_POINT.search(body[m.end():close]):
+            spans.append((m.start(), close + 1))
+    out, last = [], 0
+    for a, b in sorted(spans):
+        if b <= last:
+            continue
+        a = max(a, last)
+        out.append(body[last:a])
+        out.append(re.sub(r"[^\n]", " ", body[a:b]))
+        last = b
+    out.append(body[last:])
+    return "".join(out)
+
+
+# A branch the models depend on: its condition (or switch/match scrutinee)
+# names the registry mode, the flavor, the txn's "locked" or PREEMPT_RT
+# (the Rust flavor's KIDS, a Registry type).
+RELEVANT = re.compile(r"registry_mode|\bregistry\b|\bwas_rcu\b|\brcu\b|flavor|\blocked\b|is_locked|PREEMPT_RT|\bKIDS\b|\bRegistry\b")
+# The tokens of the structure (README "Branches, loops and pins"): checked
+# against the code, never against a litmus body.
+STRUCTURE = re.compile(r"(?:if|switch|case|match|registry)\(.*\)$|"
+                       r"(?:else|endif|endswitch|endmatch|loop|endloop|pin)$")
+
+
+def resolve_locals(cond, body, pos, rust):
+    """COND with each local named in it that BODY assigned (last before
+    POS) a RELEVANT test (== or !=) written as that test, in parentheses:
+    rcu = READ_ONCE(arena->registry_mode) == LP_REGISTRY_RCU; if (rcu)
+    is if((READ_ONCE(arena->registry_mode) == LP_REGISTRY_RCU)), so an
+    inverted test in the assignment is an inverted test too."""
+    def value(m):
+        name = m.group(0)
+        pat = (r"\blet\s+(?:mut\s+)?%s\s*(?::[^=;]*)?=(?!=)([^;]*);" if rust else
+               r"(?<![\w.>])%s\s*=(?!=)([^;]*);") % re.escape(name)
+        found = [a for a in re.finditer(pat, body[:pos])]
+        if not found or not RELEVANT.search(found[-1].group(1)) or \
+                not re.search(r"[=!]=", found[-1].group(1)):
+            return name
+        return "(%s)" % found[-1].group(1).strip()
+    return re.sub(r"(?<![\w.>:])[a-z_]\w*(?!\s*[(\w])", value, cond)
+
+
+def canon_cond(cond):
+    """A condition as a token's NAME: no spaces, READ_ONCE() and paths
+    read through to the field, lp_flavor_of() as flavor, is_locked() as
+    locked, IS_ENABLED()/cfg!() as the option, LP_*_ prefixes off:
+    READ_ONCE(arena->registry_mode) == LP_REGISTRY_RCU is
+    registry_mode==RCU."""
+    s = re.sub(r"\s+", "", cond)
+    s = re.sub(r"\b(?:IS_ENABLED|cfg!)\(CONFIG_(\w+)\)", r"\1", s)
+    prev = None
+    while prev != s:
+        prev = s
+        s = re.sub(r"\b(?:READ_ONCE|smp_load_acquire)\(([^()]*)\)", r"\1", s)
+        s = re.sub(r"\blp_flavor_of\([^()]*\)", "flavor", s)
+        s = re.sub(r"\bis_locked\([^()]*\)", "locked", s)
+    s = re.sub(r"(?:[A-Za-z_]\w*(?:\(\))?(?:->|\.))+(?=[A-Za-z_])", "", s)
+    s = re.sub(r"\b(?:uapi::)?LP_(?:REGISTRY|FLAVOR|TXN)_", "", s)
+    s = re.sub(r"\blp_", "", s)
+    while s.startswith("(") and s.endswith(")") and match_close(s, 0, "(", ")") == len(s) - 1:
+        s = s[1:-1]
+    return s
+
+
+class CStructure:
+    """The branch and loop tokens of a C function body: if(COND) else
+    endif and switch(X) case(A,B) endswitch for a RELEVANT condition,
+    loop endloop around every for/while/do and *for_each*() { } (kept by
+    keep_structure() only if an operation is inside).  A backward goto is
+    not seen as a loop, nor a return as the end of a branch."""
+
+    def __init__(self, body):
+        self.b, self.ev, self.switch, self.label_end = body, [], [], -1
+
+    def ws(self, i):
+        while i < len(self.b) and self.b[i].isspace():
+            i += 1
+        return i
+
+    def word(self, i):
+        m = re.match(r"[A-Za-z_]\w*", self.b[i:i + 64])
+        return m.group(0) if m else None
+
+    def run(self):
+        i = 0
+        while i < len(self.b):
+            j = self.stmt(i, 0)
+            i = j if j > i else i + 1
+        return self.ev
+
+    def block(self, i, depth):
+        i += 1
+        while True:
+            i = self.ws(i)
+            if i >= len(self.b):
+                return i
+            if self.b[i] == "}":
+                return i + 1
+            j = self.stmt(i, depth)
+            i = j if j > i else i + 1
+
+    def paren(self, i):
+        p = self.b.index("(", i)
+        return p, match_close(self.b, p, "(", ")")
+
+    def loop(self, start, end, depth):
+        g = ("loop", start, end)
+        self.ev.append((start, 0, "loop", g))
+        self.ev.append((end, 100 - depth, "endloop", g))
+
+    def stmt(self, i, depth):
+        b = self.b
+        i = self.ws(i)
+        if i >= len(b):
+            return i
+        c = b[i]
+        if c == "{":
+            return self.block(i, depth)
+        if c in ";}":
+            return i + 1 if c == ";" else i
+        if c == "#":
+            j = b.find("\n", i)
+            return len(b) if j < 0 else j
+        w = self.word(i)
+        if w == "if":
+            p, q = self.paren(i)
+            cond = resolve_locals(b[p + 1:q], b, i, False)
+            rel = RELEVANT.search(cond)
+            if rel:
+                self.ev.append((q, 0, "if(%s)" % canon_cond(cond), None))
+            e = self.stmt(q + 1, depth + 1)
+            j = self.ws(e)
+            if self.word(j) == "else":
+                if rel:
+                    self.ev.append((j, 0, "else", None))
+                e = self.stmt(j + 4, depth + 1)
+            if rel:
+                self.ev.append((e - 1, 100 - depth, "endif", None))
+            return e
+        if w in ("while", "for"):
+            p, q = self.paren(i)
+            e = self.stmt(q + 1, depth + 1)
+            self.loop(i, e - 1, depth)
+            return e
+        if w == "do":
+            e = self.stmt(i + 2, depth + 1)
+            p, q = self.paren(self.ws(e))
+            k = b.index(";", q)
+            self.loop(i, k, depth)
+            return k + 1
+        if w == "switch":
+            p, q = self.paren(i)
+            rel = bool(RELEVANT.search(b[p + 1:q]))
+            if rel:
+                self.ev.append((q, 0, "switch(%s)" % canon_cond(b[p + 1:q]), None))
+            self.switch.append(rel)
+            e = self.block(self.ws(q + 1), depth + 1)
+            self.switch.pop()
+            if rel:
+                self.ev.append((e - 1, 100 - depth, "endswitch", None))
+            return e
+        if w in ("case", "default"):
+            k = b.index(":", i)
+            if self.switch and self.switch[-1]:
+                label = "default" if w == "default" else canon_cond(b[i + 4:k])
+                if self.label_end >= 0 and not b[self.label_end:i].strip() and \
+                        self.ev and self.ev[-1][2].startswith("case("):
+                    pos, rank, t, g = self.ev.pop()
+                    self.ev.append((pos, rank, t[:-1] + "," + label + ")", g))
+                else:
+                    self.ev.append((i, 0, "case(%s)" % label, None))
+                self.label_end = k + 1
+            return k + 1
+        m = re.match(r"[A-Za-z_]\w*\s*:(?!:)", b[i:i + 80])
+        if m and w not in ("return", "else"):
+            return i + m.end()     # a label
+        # A simple statement, up to its ";"; a *for_each*(...) { } is a loop.
+        j, par = i, 0
+        while j < len(b):
+            ch = b[j]
+            if ch in "([":
+                par += 1
+            elif ch in ")]":
+                par -= 1
+            elif ch == ";" and par == 0:
+                return j + 1
+            elif ch == "}" and par == 0:
+                return j
+            elif ch == "{" and par == 0:
+                if re.search(r"\w*for_each\w*\s*\(.*\)\s*$", b[i:j], re.S):
+                    e = self.block(j, depth + 1)
+                    self.loop(i, e - 1, depth)
+                    return e
+                j = match_close(b, j, "{", "}")
+            j += 1
+        return j
+
+
+def c_structure(body):
+    return CStructure(body).run()
+
+
+def keep_structure(events, positions):
+    """(pos, rank, token) of EVENTS: a loop's tokens only if an operation
+    (one of POSITIONS) is inside it."""
+    out = []
+    for pos, rank, t, g in events:
+        if g and not any(g[1] <= p <= g[2] for p in positions):
+            continue
+        out.append((pos, rank, t))
+    return out
+
+
+def rust_structure(body):
+    """As CStructure for Rust: if COND {} else {} (not if let) and match X
+    {} with arms case(PAT), for a RELEVANT condition; COND.then(|| ...)
+    as if(COND) ... endif; loop/while/for (kept only if an operation is
+    inside).  Events (pos, rank, seq, token, group): the if/match token
+    after the condition's temporaries drop (rank 5), the end tokens after
+    the block's own drops (rank 10), inner before outer."""
+    toks = [(m.group(0), m.start(), m.end()) for m in RUST_TOKEN.finditer(body)]
+    at = {s: k for k, (_, s, _) in enumerate(toks)}
+    ev = []
+
+    def find_open(k):
+        depth = 0
+        while k < len(toks):
+            t = toks[k][0]
+            if t in "([" and depth >= 0:
+                depth += 1
+            elif t in ")]":
+                depth -= 1
+            elif t == "{" and depth == 0:
+                return k
+            elif t in (";", "=>") and depth == 0:
+                return None
+            k += 1
+        return None
+
+    def if_end(k):
+        j = find_open(k + 1)
+        close = match_close(body, toks[j][1], "{", "}")
+        n = at.get(close, 0) + 1
+        if n < len(toks) and toks[n][0] == "else":
+            if n + 1 < len(toks) and toks[n + 1][0] == "if":
+                return if_end(n + 1)
+            return match_close(body, toks[n + 1][1], "{", "}")
+        return close
+
+    for k, (t, s, e) in enumerate(toks):
+        prev = toks[k - 1][0] if k else ""
+        if t in ("loop", "while", "for") and prev not in (".", "::"):
+            j = k + 1 if t == "loop" else find_open(k + 1)
+            if j is None or toks[j][0] != "{":
+                continue
+            close = match_close(body, toks[j][1], "{", "}")
+            g = ("loop", s, close)
+            ev.append((s, 0, 0, "loop", g))
+            ev.append((close, 10, -s, "endloop", g))
+        elif t == "if" and k + 1 < len(toks) and toks[k + 1][0] != "let":
+            j = find_open(k + 1)
+            if j is None:
+                continue
+            cond = resolve_locals(body[e:toks[j][1]], body, s, True)
+            if not RELEVANT.search(cond):
+                continue
+            close = match_close(body, toks[j][1], "{", "}")
+            ev.append((toks[j][1], 5, 0, "if(%s)" % canon_cond(cond), None))
+            n = at.get(close, 0) + 1
+            if n < len(toks) and toks[n][0] == "else":
+                ev.append((toks[n][1], 0, 0, "else", None))
+            ev.append((if_end(k), 10, -s, "endif", None))
+        elif t == "match":
+            j = find_open(k + 1)
+            if j is None or not RELEVANT.search(body[e:toks[j][1]]):
+                continue
+            close = match_close(body, toks[j][1], "{", "}")
+            ev.append((toks[j][1], 5, 0, "match(%s)" % canon_cond(body[e:toks[j][1]]), None))
+            a = j + 1
+            while a < len(toks) and toks[a][1] < close:
+                depth, b = 0, a
+                while b < len(toks) and not (depth == 0 and toks[b][0] == "=>"):
+                    depth += toks[b][0] in "([{"
+                    depth -= toks[b][0] in ")]}"
+                    b += 1
+                ev.append((toks[a][1], 0, 0, "case(%s)" % canon_cond(
+                    body[toks[a][1]:toks[b][1]]), None))
+                b += 1
+                if toks[b][0] == "{":
+                    b = at[match_close(body, toks[b][1], "{", "}")] + 1
+                    if toks[b][0] == ",":
+                        b += 1
+                else:
+                    depth = 0
+                    while toks[b][1] < close and not (depth == 0 and toks[b][0] == ","):
+                        depth += toks[b][0] in "([{"
+                        depth -= toks[b][0] in ")]}"
+                        b += 1
+                    if toks[b][1] < close:
+                        b += 1
+                a = b
+            ev.append((close, 10, -s, "endmatch", None))
+        elif t == "then" and prev == "." and k + 1 < len(toks) and toks[k + 1][0] == "(":
+            m = re.search(r"([A-Za-z_]\w*(?:\([^()]*\))?)\s*\.\s*$", body[:s])
+            if not m or not RELEVANT.search(m.group(1)):
+                continue
+            close = match_close(body, toks[k + 1][1], "(", ")")
+            ev.append((s, 0, 0, "if(%s)" % canon_cond(m.group(1)), None))
+            ev.append((close, 10, -s, "endif", None))
+    for m in re.finditer(r"(?<![\w:])((?:[A-Za-z_]\w*::)*[A-Za-z_]\w*)::"
+                         r"(?:free_box|drop_arc|get_unless_zero)\s*\(", body):
+        ev.append((m.start(), 0, 0, "registry(%s)" % m.group(1), None))
+    for m in re.finditer(r"(?<![\w:.])owner_pin\s*\(", body):
+        ev.append((m.start(), 0, 0, "pin", None))
+    return ev
+
+
 # ------------------------------------------------------------ extraction
 
 
-def extract_c(body):
+def atomic_name(name):
+    """The match of an atomic_t call's NAME: group 1 the operation (a key
+    of C_ATOMIC: atomic_read_acquire() is read_acquire, not read with a
+    suffix), group 2 its ordering suffix."""
+    return (re.fullmatch(r"atomic(?:64|_long)?_(read_acquire|set_release)()", name) or
+            re.fullmatch(r"atomic(?:64|_long)?_(\w+?)(_relaxed|_acquire|_release)?", name))
+
+
+def extract_c(body, structure=False):
+    """Tokens in source order; with STRUCTURE, the branch, loop and pin
+    tokens too (c_structure())."""
+    body = blank_delays(body, False)
     ops = []
     for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", body):
         name = m.group(1)
         paren = m.end() - 1
         args = split_args(body[paren + 1:match_close(body, paren, "(", ")")])
-        am = re.fullmatch(r"atomic(?:64|_long)?_(\w+?)(_relaxed|_acquire|_release)?", name)
+        am = atomic_name(name)
         if am and am.group(1) in C_ATOMIC and name not in C_CALLS:
             kind, order = C_ATOMIC[am.group(1)]
             if order is None:
@@ -381,10 +786,15 @@ def extract_c(body):
             for kind, order, idx in C_CALLS[name]:
                 nm = last_ident(args[idx]) if idx is not None and idx < len(args) else None
                 ops.append((m.start(), tok(kind, order, nm)))
-    return [t for _, t in sorted(ops, key=lambda x: x[0])]
+    if not structure:
+        return [t for _, t in sorted(ops, key=lambda x: x[0])]
+    events = [(p, 0, t) for p, t in ops]
+    events += [(m.start(), 0, "pin") for m in re.finditer(r"\blp_owner_pin\s*\(", body)]
+    events += keep_structure(c_structure(body), [p for p, _ in ops])
+    return [t for _, _, t in sorted(events, key=lambda e: e[:2])]
 
 
-TRANSPARENT = {"as_atomic", "as_ref", "get_ref", "arena", "as_ptr", "get"}
+TRANSPARENT = {"as_atomic", "as_ref", "get_ref", "arena", "as_ptr", "get", "lock"}
 
 
 def receiver(body, dot):
@@ -821,10 +1231,12 @@ def rust_lock_names(repo):
 RUST_NAMES = None   # (rwlock/rwsem names, Refcount names), set by main()
 
 
-def extract_rust(body, names=None):
+def extract_rust(body, names=None, structure=False):
     """Tokens in source order.  A lock guard unlocks where Rust drops it
-    (RustDrops)."""
+    (RustDrops).  With STRUCTURE, the branch, loop, registry and pin
+    tokens too (rust_structure())."""
     rw, rc = names or RUST_NAMES or (set(), set())
+    body = blank_delays(body, True)
     events = []   # (pos, rank, seq, token); rank orders events at one position
     calls = {}    # start -> (end, unlock token): the guards
     for m in re.finditer(r"\.(lock|lock_killable|read|write)\(\)", body):
@@ -865,6 +1277,8 @@ def extract_rust(body, names=None):
             order = RUST_ORDER.get(args[-1] if args else "", "?")
             if name == "load" and order == "?" and len(args) == 2:
                 order = "once"      # XArray::load(&rcu::Guard, i): xa_load()
+            if name == "store" and order == "?" and len(args) == 3:
+                kind, order = "store_entry", None   # XArray's store(i, p, gfp): xa_store()
         events.append((m.start(), 0, 0, tok(kind, order, receiver(body, m.start()))))
     for path, spec in RUST_PATHS.items():
         for m in re.finditer(r"(?<![\w:])%s\(" % re.escape(path), body):
@@ -879,6 +1293,14 @@ def extract_rust(body, names=None):
         nm = receiver(body, m.start())
         events.append((m.start(), 0, 0, tok("unlock", None, nm)))
         events.append((match_close(body, m.end() - 1, "(", ")"), 0, 0, tok("lock", None, nm)))
+    if structure:
+        ops = [e[0] for e in events]
+        st = rust_structure(body)
+        ops += [p for p, _, _, t, g in st if not g and t in ("pin",) or t.startswith("registry(")]
+        for pos, rank, seq, t, g in st:
+            if g and not any(g[1] <= p <= g[2] for p in ops):
+                continue
+            events.append((pos, rank, seq, t))
     for pos, seq, t in RustDrops(body, calls).run():
         events.append((pos, 4, seq, t))
     return [t for _, _, _, t in sorted(events, key=lambda e: e[:3])]
@@ -945,12 +1367,72 @@ SELFTEST = [
 ]
 
 
+# The structure tokens (README "Branches, loops and pins") and the stalls
+# the checker reads past: (language, body, list with structure).
+SELFTEST_STRUCTURE = [
+    ("c", "if (READ_ONCE(a->registry_mode) == LP_REGISTRY_RCU) kfree_rcu(g, rcu);"
+     " else kmem_cache_free(c, g);",
+     "read.once(registry_mode) if(registry_mode==RCU) synchronize_rcu else endif"),
+    ("c", "while (!atomic_try_cmpxchg(&v, &old, old + 1)) ;", "loop cmpxchg.full(v) endloop"),
+    ("c", "if (!atomic_try_cmpxchg(&v, &old, old + 1)) return;", "cmpxchg.full(v)"),
+    ("c", "do { old = atomic_cmpxchg(&v, e, n); } while (old != e);",
+     "loop cmpxchg.full(v) endloop"),
+    ("c", "for (i = 0; i < n; i++) x++; atomic_inc(&v);", "add.relaxed(v)"),
+    ("c", "switch (lp_flavor_of(g)) { case LP_FLAVOR_LOCKED: case LP_FLAVOR_LOCKLESS:"
+     " atomic_inc(&g->refcnt); break; default: kref_get(&g->kref); }",
+     "switch(flavor) case(LOCKED,LOCKLESS) add.relaxed(refcnt) case(default) "
+     "add.relaxed(kref) endswitch"),
+    ("c", "if (locked && x) { mutex_lock(&a->lock); } again: atomic_read_acquire(&f);",
+     "if(locked&&x) lock(lock) endif read.acquire(f)"),
+    ("c", "*pin = lp_owner_pin(g); lp_delay(arena, LP_DELAY_PUT_DEC);"
+     " lp_delay_atomic(arena, atomic_read(&x)); mutex_lock(&o->mutex);",
+     "pin lock(mutex)"),
+    ("c", "list_for_each_entry(c, &k->head, node) { kref_get(&c->kref); }",
+     "loop add.relaxed(kref) endloop"),
+    ("c", "rcu = READ_ONCE(a->registry_mode) == LP_REGISTRY_RCU; if (!rcu) x = 1;"
+     " locked = f; if (locked) y = 1;",
+     "read.once(registry_mode) if(!(registry_mode==RCU)) endif if(locked) endif"),
+    ("c", "if (kref_put_mutex(&g->kref, r, &o->mutex)) return true;"
+     " if (lp_delay_on(arena, LP_DELAY_PUT_UNLOCKED)) { lp_delay(arena, LP_DELAY_PUT_UNLOCKED);"
+     " if (mutex_trylock(&o->mutex)) mutex_unlock(&o->mutex); } lp_stall(a, LP_DELAY_X);",
+     "dec_not_one.release(kref) lock(mutex) fetch_sub.release+acquire(kref) unlock(mutex)"),
+    ("rust", "loop { if x.cmpxchg(1, 2, Full).is_ok() { break; } }",
+     "loop cmpxchg.full(x) endloop"),
+    ("rust", "while old < new { old = x.cmpxchg(old, new, Full); }",
+     "loop cmpxchg.full(x) endloop"),
+    ("rust", "if old < new { x.cmpxchg(old, new, Full); }", "cmpxchg.full(x)"),
+    ("rust", "arena.delay(uapi::LP_DELAY_X); x.store(1, Relaxed);"
+     " self.arena().delay_atomic(y.load(Relaxed)); Arena::delay(a, 1);",
+     "set.once(x)"),
+    ("rust", "g.delays().stall_atomic(uapi::LP_DELAY_TRYGET_MODE); x.store(1, Relaxed);"
+     " if d.on(uapi::LP_DELAY_PUT_UNLOCKED) { d.stall(p); let _ = m.lock(); }"
+     " Delay::stall(d, 1); wait_here(uapi::LP_DELAY_Y);",
+     "set.once(x)"),
+    ("rust", "F::Registry::free_box(b); R::drop_arc(a, |g| ());",
+     "registry(F::Registry) registry(R)"),
+    ("rust", "let o = unsafe { owner_pin(g, pin) }; let l = o.rw.write();",
+     "pin lock(rw) unlock(rw)"),
+    ("rust", "let h = is_locked(s).then(|| a.lock()); x.store(1, Relaxed);",
+     "if(locked) lock(a) endif set.once(x) unlock(a)"),
+    ("rust", "if cfg!(CONFIG_PREEMPT_RT) { rc.dec_not_one(); } else { }",
+     "if(PREEMPT_RT) dec_not_one.release(rc) else endif"),
+    ("rust", "match F::KIDS { None => (), Some(_) => a.lock().f = 1 }",
+     "match(F::KIDS) case(None) case(Some(_)) lock(a) unlock(a) endmatch"),
+]
+
+
 def selftest():
-    """[(ok, line)]: extract_rust() on each SELFTEST body."""
+    """[(ok, line)]: extract_rust() on each SELFTEST body, and
+    SELFTEST_STRUCTURE's bodies with structure."""
     out = []
-    for n, (src, want) in enumerate(SELFTEST, 1):
+    cases = [("rust", src, want, False) for src, want in SELFTEST] + \
+        [(lang, src, want, True) for lang, src, want in SELFTEST_STRUCTURE]
+    for n, (lang, src, want, st) in enumerate(cases, 1):
         try:
-            got = " ".join(extract_rust(strip(src, True), SELFTEST_NAMES))
+            if lang == "rust":
+                got = " ".join(extract_rust(strip(src, True), SELFTEST_NAMES, structure=st))
+            else:
+                got = " ".join(extract_c(strip(src, False), structure=st))
         except (ValueError, IndexError) as e:
             got = "error: %s" % e
         if got == want:
@@ -972,7 +1454,11 @@ def extract(repo, path, func):
     if err:
         return None, err
     body = text[span[0]:span[1]]
-    return (extract_rust(body) if path.endswith(".rs") else extract_c(body)), None
+    try:
+        return (extract_rust(body, structure=True) if path.endswith(".rs")
+                else extract_c(body, structure=True)), None
+    except (ValueError, IndexError, KeyError) as e:
+        return None, "cannot read its body: %s" % e
 
 
 # ------------------------------------------------------------ headers
@@ -1077,6 +1563,7 @@ BODY_CALLS = {
     "rcu_read_unlock": [("rcu_read_unlock", None, None)],
     "synchronize_rcu": [("synchronize_rcu", None, None)],
     "rcu_dereference": [("read", "once", 0)],
+    "rcu_assign_pointer": [("set", "release", 0)],
 }
 C_KEYWORDS = {"if", "while", "for", "switch", "return", "sizeof"}
 
@@ -1130,12 +1617,15 @@ def parse_body(litpath):
             args = split_args(body[paren + 1:close])
             line = text.count("\n", 0, start + c.start()) + 1
             calls.append((c.start(), close))
-            am = re.fullmatch(r"atomic(?:64|_long)?_(\w+?)(_relaxed|_acquire|_release)?", name)
+            am = atomic_name(name)
             if am and am.group(1) in C_ATOMIC:
                 kind, order = C_ATOMIC[am.group(1)]
                 if order is None:
                     order = ORDER_SUFFIX[am.group(2) or ""]
                 var = [last_ident(a) for a in args if last_ident(a) in params]
+                # Or a pointer the process read (int *found; found = ...).
+                var = var or [last_ident(a) for a in args[:1] if re.search(
+                    r"\bint\s*\*\s*%s\s*;" % re.escape(last_ident(a) or "-"), body)]
                 if not var:
                     return None, "line %d: %s() on no variable of %s's parameters" % (
                         line, name, proc)
@@ -1231,7 +1721,8 @@ def code_for_body(tokens, rules, used):
     for no, t in enumerate(tokens, 1):
         if t.startswith("["):
             inside = True
-        if not inside:
+        bare = re.sub(r"^\[|\]$", "", t)
+        if not inside and not STRUCTURE.match(bare):
             items.append([t, no, t, False])
         if t.endswith("]"):
             inside = False
@@ -1334,15 +1825,44 @@ def check_bodies(litpath, test, entries):
 
 # ------------------------------------------------------------ coverage
 
-# A comment that makes a claim about memory ordering.
-CLAIM = re.compile(r"fully ordered|\bordering\b|\bordered\b|\bacquire\b|"
-                   r"\bbarrier\b|happens before|litmus|fence|1 -> 0|"
+# A comment that makes a claim about memory ordering (or about a grace
+# period, RCU, a release or a dependency); "release" as a function's name
+# (Gadget::release, release()) is not one.
+CLAIM = re.compile(r"fully ordered|\bordering\b|\bordered\b|\border\b|\bacquire\b|"
+                   r"(?<![:.])\brelease\b(?!\(\))|\bbarrier\b|happens before|litmus|fence|1 -> 0|"
+                   r"grace period|\brcu\b|\brcu_\w+|\bdependency\b|\bdependent\b|"
                    r"unless (?:it is )?(?:already )?(?:zero|dying)|"
                    r"`(?:Full|Acquire|Release)`", re.I)
+# The stalls (blank_delays()): what their comments say is no claim.
+STALL_FUNCTIONS = {"lp_delay", "lp_delay_atomic", "lp_delay_on", "delay", "delay_atomic",
+                   "stall", "stall_atomic"}
+COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def body_comments(text, stripped, start):
+    """The comments inside the body of the function whose definition
+    starts at START (TEXT as written, STRIPPED as strip() gives it), or
+    "" for a declaration without a body."""
+    paren = stripped.find("(", start)
+    if paren < 0:
+        return ""
+    try:
+        close = match_close(stripped, paren, "(", ")")
+    except ValueError:
+        return ""
+    brace = stripped.find("{", close)
+    if brace < 0 or ";" in stripped[close:brace]:
+        return ""
+    try:
+        end = match_close(stripped, brace, "{", "}")
+    except ValueError:
+        return ""
+    return "\n".join(COMMENT.findall(text[brace:end]))
 
 
 def claim_functions(repo):
-    """(file, function) for every function whose comment claims ordering."""
+    """(file, function) for every function whose comment claims ordering:
+    the comment right above it or a comment inside its body."""
     found = []
     for d, ext in (("c-module", ".c"), ("rust-module", ".rs")):
         for fn in sorted(os.listdir(os.path.join(repo, d))):
@@ -1350,7 +1870,12 @@ def claim_functions(repo):
                 continue
             path = "%s/%s" % (d, fn)
             with open(os.path.join(repo, path), encoding="utf-8") as f:
-                lines = f.read().split("\n")
+                text = f.read()
+            stripped = strip(text, ext == ".rs")
+            lines = text.split("\n")
+            offset = [0]
+            for line in lines:
+                offset.append(offset[-1] + len(line) + 1)
             for i, line in enumerate(lines):
                 if ext == ".rs":
                     m = re.match(r"\s*(?:pub(?:\([a-z]+\))?\s+)?(?:unsafe\s+)?fn\s+(\w+)", line)
@@ -1359,14 +1884,15 @@ def claim_functions(repo):
                     if m and (line.startswith(("return", "if ", "else", "#")) or
                               m.group(1) in ("if", "while", "for", "switch")):
                         m = None
-                if not m:
+                if not m or m.group(1) in STALL_FUNCTIONS:
                     continue
                 # The comment right above (doc lines, attributes skipped).
                 j, comment = i - 1, []
                 while j >= 0 and re.match(r"\s*(///|//!|\*|/\*\*|/\*|\*/|#\[)", lines[j]):
                     comment.append(lines[j])
                     j -= 1
-                if CLAIM.search("\n".join(comment)):
+                if CLAIM.search("\n".join(comment)) or \
+                        CLAIM.search(body_comments(text, stripped, offset[i])):
                     found.append((path, m.group(1)))
     return found
 
@@ -1434,7 +1960,7 @@ def main(argv):
         if not ok:
             print(line)
     if all(ok for ok, _ in results):
-        print("ok selftest: %d Rust bodies give their lists (--selftest)" % len(results))
+        print("ok selftest: %d bodies give their lists (--selftest)" % len(results))
         passed += 1
     else:
         failed += 1
