@@ -143,11 +143,17 @@ pub(crate) trait Registry: Send + Sync + 'static {
         i: usize,
     ) -> Option<GadgetRef<F>>;
 
-    /// Frees a released gadget's box: at once, or after a grace period.
-    fn free_box<F: Flavor>(g: Pin<KBox<Gadget<F>>>);
+    /// Frees a released gadget's box: at once, or after a grace period. Only a
+    /// gadget of this registry's flavors (`F::Registry = Self`), as for
+    /// [`Registry::drop_arc`]: a release path cannot free through another
+    /// mode's.
+    fn free_box<F: Flavor<Registry = Self>>(g: Pin<KBox<Gadget<F>>>);
 
     /// `Arc::drop_with()` or `Arc::drop_with_rcu()`.
-    fn drop_arc<F: Flavor>(a: Arc<Gadget<F>>, f: impl FnOnce(Pin<&mut Gadget<F>>)) -> bool;
+    fn drop_arc<F: Flavor<Registry = Self>>(
+        a: Arc<Gadget<F>>,
+        f: impl FnOnce(Pin<&mut Gadget<F>>),
+    ) -> bool;
 }
 
 /// `LP_REGISTRY_LOCK`: TRYGET under the registry's own lock, which the release
@@ -174,12 +180,15 @@ impl Registry for RegLock {
     }
 
     #[inline]
-    fn free_box<F: Flavor>(g: Pin<KBox<Gadget<F>>>) {
+    fn free_box<F: Flavor<Registry = Self>>(g: Pin<KBox<Gadget<F>>>) {
         drop(g);
     }
 
     #[inline]
-    fn drop_arc<F: Flavor>(a: Arc<Gadget<F>>, f: impl FnOnce(Pin<&mut Gadget<F>>)) -> bool {
+    fn drop_arc<F: Flavor<Registry = Self>>(
+        a: Arc<Gadget<F>>,
+        f: impl FnOnce(Pin<&mut Gadget<F>>),
+    ) -> bool {
         Arc::drop_with(a, f)
     }
 }
@@ -205,12 +214,15 @@ impl Registry for RegRcu {
     }
 
     #[inline]
-    fn free_box<F: Flavor>(g: Pin<KBox<Gadget<F>>>) {
+    fn free_box<F: Flavor<Registry = Self>>(g: Pin<KBox<Gadget<F>>>) {
         KBox::drop_rcu(g);
     }
 
     #[inline]
-    fn drop_arc<F: Flavor>(a: Arc<Gadget<F>>, f: impl FnOnce(Pin<&mut Gadget<F>>)) -> bool {
+    fn drop_arc<F: Flavor<Registry = Self>>(
+        a: Arc<Gadget<F>>,
+        f: impl FnOnce(Pin<&mut Gadget<F>>),
+    ) -> bool {
         Arc::drop_with_rcu(a, f)
     }
 }
