@@ -1190,6 +1190,7 @@ TEST_F_TIMEOUT(flavor, every_allocation_may_fail_all_or_nothing,
 	ASSERT_NE(NULL, c);
 	fl_init(c, variant->path, self->fd, variant->flavor);
 	c->registry = variant->registry;
+	c->probe_configure = true;
 
 	fl_sweep(_metadata, c, FL_CONFIGURE, 1, 1, &cnt);
 	EXPECT_EQ(0, cnt.reached) TH_LOG("CONFIGURE allocates");

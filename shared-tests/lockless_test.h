@@ -520,16 +520,18 @@ static bool has_child_list(__u32 flavor)
  *
  * The state is everything userspace can see of the arena (struct
  * fl_snap): its counters, the transaction's, the module's live counters,
- * the STAT of the gadgets the sweep tracks, which ids the registry and the
- * child list hold (RUN TRYGET_PUT and LOOKUP_PUT: they find a gadget
- * without creating a handle, so they do not grow the handle tables
- * themselves), and the handle numbers: a call that succeeds must get the
- * lowest free number, which a slot leaked by an earlier failure would
- * take away. After a call that got around its failure, the sweep undoes it
- * (PUT, TXN_STOP, close) and goes on with N + 1 (fl_sweep_once() says in
- * which order); after the call that reached no N-th allocation, it keeps
- * what the call made, so that successive calls walk the tables up past
- * their growth points.
+ * whether CONFIGURE is still allowed (the arena not yet configured, no
+ * gadget counted in its quota; the flavor sweep asks with the same
+ * CONFIGURE again), the STAT of the gadgets the sweep tracks, which ids
+ * the registry and the child list hold (RUN TRYGET_PUT and LOOKUP_PUT:
+ * they find a gadget without creating a handle, so they do not grow the
+ * handle tables themselves), and the handle numbers: a call that
+ * succeeds must get the lowest free number, which a slot leaked by an
+ * earlier failure would take away. After a call that got around its
+ * failure, the sweep undoes it (PUT, TXN_STOP, close) and goes on with
+ * N + 1 (fl_sweep_once() says in which order); after the call that
+ * reached no N-th allocation, it keeps what the call made, so that
+ * successive calls walk the tables up past their growth points.
  */
 static int write_file(const char *path, const char *s)
 {
@@ -618,6 +620,8 @@ struct fl_ctx {
 	int fd;
 	__u32 flavor;
 	__u32 registry;			/* FL_CONFIGURE's; LOCK unless set */
+	__u32 max_gadgets;		/* FL_CONFIGURE's; 0: LP_MAX_GADGETS */
+	bool probe_configure;		/* snapshot CONFIGURE's answer */
 	unsigned int tracked;		/* FL_ROOT, FL_CHILD made so far */
 	__u32 handle[FL_TRACKED];
 	__u64 id[FL_TRACKED];
@@ -637,6 +641,7 @@ struct fl_snap {
 	__u64 found[FL_TRACKED];	/* RUN TRYGET_PUT of each tracked id */
 	__u64 next_found;		/* ... of the next two ids */
 	__u64 listed;			/* RUN LOOKUP_PUT of the child */
+	__u64 configured;		/* CONFIGURE answers -EBUSY */
 };
 
 /* What a call that succeeded changes, besides the handle it returns. */
@@ -644,6 +649,7 @@ struct fl_effect {
 	int handles, live, created, freed, live_gadgets, live_arenas;
 	int live_handles, txn_handles, updates, credits, tid, committed;
 	bool adds;		/* it added credits: the high-water mark */
+	bool configures;	/* a NEW: CONFIGURE answers -EBUSY after it */
 	int refcount[FL_TRACKED], children[FL_TRACKED];
 };
 
@@ -697,6 +703,17 @@ static int fl_find(int fd, __u32 op, __u32 parent, __u64 id)
 	return ret ? ret : (int)r.completed;
 }
 
+/* FL_CONFIGURE: the sweep's flavor, registry mode and gadget limit. */
+static int fl_configure(const struct fl_ctx *c)
+{
+	struct lp_configure cf = {
+		.flavor = c->flavor, .registry = c->registry,
+		.max_gadgets = c->max_gadgets,
+	};
+
+	return lpu_call(c->fd, LP_IOC_CONFIGURE, &cf);
+}
+
 static int fl_snapshot(struct fl_ctx *c, struct fl_snap *s)
 {
 	struct lp_identify id;
@@ -714,6 +731,18 @@ static int fl_snapshot(struct fl_ctx *c, struct fl_snap *s)
 	s->live_gadgets = id.live_gadgets;
 	s->live_arenas = id.live_arenas;
 	s->live_handles = id.live_handles;
+	/*
+	 * The arena's first NEW must leave CONFIGURE allowed until it
+	 * succeeds: neither the arena marked configured nor a gadget counted
+	 * (published or not) before then. The same CONFIGURE again changes
+	 * nothing.
+	 */
+	if (c->probe_configure) {
+		ret = fl_configure(c);
+		if (ret && ret != -EBUSY)
+			return ret;
+		s->configured = ret == -EBUSY;
+	}
 	for (i = 0; i < c->tracked; i++) {
 		ret = lpu_stat(c->fd, c->handle[i], &s->st[i]);
 		if (ret)
@@ -762,6 +791,7 @@ static void fl_expect(struct __test_metadata *_metadata,
 	FL_EQ(b->live_gadgets + e->live_gadgets, a->live_gadgets);
 	FL_EQ(b->live_arenas + e->live_arenas, a->live_arenas);
 	FL_EQ(b->live_handles + e->live_handles, a->live_handles);
+	FL_EQ(b->configured || e->configures, a->configured);
 	FL_EQ(b->ts.flavor, a->ts.flavor);
 	FL_EQ(b->ts.state, a->ts.state);
 	FL_EQ(b->ts.tid + e->tid, a->ts.tid);
@@ -802,6 +832,7 @@ static void fl_apply(struct fl_snap *s, const struct fl_effect *e)
 	s->live_gadgets += e->live_gadgets;
 	s->live_arenas += e->live_arenas;
 	s->live_handles += e->live_handles;
+	s->configured = s->configured || e->configures;
 	s->ts.tid += e->tid;
 	s->ts.updates += e->updates;
 	s->ts.credits += e->credits;
@@ -854,8 +885,7 @@ static void fl_call(struct fl_ctx *c, enum fl_op op, unsigned int nth,
 		res->ret = res->fd < 0 ? -errno : 0;
 		break;
 	case FL_CONFIGURE:
-		res->ret = lpu_configure_registry(c->fd, c->flavor,
-						  c->registry);
+		res->ret = fl_configure(c);
 		break;
 	case FL_NEW_ROOT:
 		res->ret = lpu_new(c->fd, LP_HANDLE_NONE, &res->handle,
@@ -988,6 +1018,7 @@ static void fl_effect_of(struct fl_ctx *c, enum fl_op op,
 			e->live = 1;
 			e->created = 1;
 			e->live_gadgets = 1;
+			e->configures = c->probe_configure;
 		}
 		/* A child holds its parent; GET's handle is the root's. */
 		if (op == FL_NEW_CHILD || op == FL_GET)
