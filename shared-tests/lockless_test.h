@@ -527,7 +527,9 @@ static bool has_child_list(__u32 flavor)
  * they find a gadget without creating a handle, so they do not grow the
  * handle tables themselves), and the handle numbers: a call that
  * succeeds must get the lowest free number, which a slot leaked by an
- * earlier failure would take away. After a call that got around its
+ * earlier failure would take away. What no snapshot shows, a count
+ * kept against a limit, the fl_fill_*() checks see after the sweep, by
+ * filling the limit exactly. After a call that got around its
  * failure, the sweep undoes it (PUT, TXN_STOP, close) and goes on with
  * N + 1 (fl_sweep_once() says in which order); after the call that
  * reached no N-th allocation, it keeps what the call made, so that
@@ -582,6 +584,8 @@ static int fl_setup(void)
 
 /* Most allocations one call may make before the sweep gives up on it. */
 #define FL_NTH_MAX	64
+/* The gadget sweep's max_gadgets: a quota that fl_fill_gadgets() fills. */
+#define FL_MAX_GADGETS	8
 /* Calls the walks up the handle tables take at least (quick, full). */
 #define FL_GROW_QUICK	70
 #define FL_GROW_FULL	600
@@ -1279,6 +1283,112 @@ static __u32 fl_newest(const struct fl_ctx *c)
 		if (c->held[h])
 			return h;
 	return 0;
+}
+
+/*
+ * The limits behind the counts, filled after a sweep. A count that an
+ * undo forgot and no STAT reports (the arena's live gadgets, counted
+ * against max_gadgets from the allocation on) shows only as a limit
+ * reached early; one that a STAT reports must be the one the limit is
+ * checked against. Each of these fills its limit from what the sweep
+ * left, exactly, and checks that the next call is refused.
+ */
+
+/*
+ * The gadget quota: as many more roots as c->max_gadgets leaves room for
+ * beside ARENA_STAT's live gadgets, then -EDQUOT; the roots are put again.
+ */
+static void fl_fill_gadgets(struct __test_metadata *_metadata,
+			    struct fl_ctx *c)
+{
+	struct lp_arena_stat as;
+	unsigned int i, room;
+	__u32 *h, extra = 0;
+	int ret = 0;
+
+	ASSERT_EQ(0, lpu_arena_stat(c->fd, &as));
+	ASSERT_NE(0, c->max_gadgets);
+	ASSERT_GE(c->max_gadgets, as.live);
+	room = c->max_gadgets - as.live;
+	h = calloc(room + 1, sizeof(*h));
+	ASSERT_NE(NULL, h);
+	for (i = 0; i < room; i++) {
+		ret = lpu_new(c->fd, LP_HANDLE_NONE, &h[i], NULL);
+		EXPECT_EQ(0, ret)
+			TH_LOG("NEW %u of the %u that max_gadgets %u leaves room for beside %llu live",
+			       i + 1, room, c->max_gadgets,
+			       (unsigned long long)as.live);
+		if (ret)
+			break;
+	}
+	if (!ret) {
+		ret = lpu_new(c->fd, LP_HANDLE_NONE, &extra, NULL);
+		EXPECT_EQ(-EDQUOT, ret)
+			TH_LOG("NEW beyond max_gadgets %u", c->max_gadgets);
+		if (!ret)
+			h[i++] = extra;
+	}
+	while (i--)
+		EXPECT_EQ(1, lpu_put(c->fd, h[i]));
+	free(h);
+}
+
+/*
+ * A handle table (@txn: the transaction's): handles up to LP_MAX_HANDLES,
+ * each the lowest free number, then -ENOSPC. GET of the root, START of no
+ * credits; kept in @c, for close() to put and stop.
+ */
+static void fl_fill_handles(struct __test_metadata *_metadata,
+			    struct fl_ctx *c, bool txn)
+{
+	unsigned char *held = txn ? c->txn_held : c->held;
+	__u32 *n = txn ? &c->ntxn_held : &c->nheld;
+	__u32 h, want;
+	int ret;
+
+	while (*n < LP_MAX_HANDLES) {
+		want = fl_lowest_free(held);
+		ret = txn ? lpu_txn_start(c->fd, &h, NULL) :
+			    lpu_get(c->fd, c->handle[FL_ROOT], &h);
+		EXPECT_EQ(0, ret)
+			TH_LOG("%s %u of LP_MAX_HANDLES", txn ? "START" : "GET",
+			       *n + 1);
+		if (ret)
+			return;
+		EXPECT_EQ(want, h) TH_LOG("not the lowest free handle");
+		fl_hold(c, txn, h);
+	}
+	ret = txn ? lpu_txn_start(c->fd, &h, NULL) :
+		    lpu_get(c->fd, c->handle[FL_ROOT], &h);
+	EXPECT_EQ(-ENOSPC, ret)
+		TH_LOG("%s beyond LP_MAX_HANDLES", txn ? "START" : "GET");
+}
+
+/*
+ * The credit limit, TXN_STAT's max_credits: a START of exactly the
+ * credits TXN_STAT says are left must succeed, one more credit be refused
+ * (-ENOSPC). Stopped again.
+ */
+static void fl_fill_credits(struct __test_metadata *_metadata,
+			    struct fl_ctx *c)
+{
+	struct lp_txn_stat ts;
+	__u32 h, extra = 0;
+	int ret;
+
+	ASSERT_EQ(0, lpu_txn_stat(c->fd, &ts));
+	ASSERT_GE(ts.max_credits, ts.credits);
+	ret = lpu_txn_start_n(c->fd, ts.max_credits - ts.credits, &h);
+	EXPECT_EQ(0, ret)
+		TH_LOG("START of the %u credits left of %u",
+		       ts.max_credits - ts.credits, ts.max_credits);
+	if (ret)
+		return;
+	ret = lpu_txn_start_n(c->fd, 1, &extra);
+	EXPECT_EQ(-ENOSPC, ret) TH_LOG("START beyond max_credits");
+	if (!ret)
+		lpu_txn_stop(c->fd, extra);
+	EXPECT_EQ(ts.max_credits - ts.credits, lpu_txn_stop(c->fd, h));
 }
 
 #endif /* _LOCKLESS_TEST_H */
