@@ -624,7 +624,7 @@ struct fl_ctx {
 	int fd;
 	__u32 flavor;
 	__u32 registry;			/* FL_CONFIGURE's; LOCK unless set */
-	__u32 max_gadgets;		/* FL_CONFIGURE's; 0: LP_MAX_GADGETS */
+	__u32 max_gadgets;		/* FL_CONFIGURE's; 0: the default */
 	bool probe_configure;		/* snapshot CONFIGURE's answer */
 	unsigned int tracked;		/* FL_ROOT, FL_CHILD made so far */
 	__u32 handle[FL_TRACKED];
