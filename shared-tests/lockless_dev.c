@@ -1728,6 +1728,9 @@ TEST_F_TIMEOUT(dev, handle_tables_fail_all_or_nothing, LPU_SLOW_TIMEOUT)
 		 FL_PAGE_TO - FL_PAGE_FROM, &cnt);
 	fl_report(_metadata, m, "-", FL_TXN_START, &cnt);
 	fl_expect_reached(_metadata, FL_TXN_START, &cnt);
+	/* No slot kept by a failure: both tables fill to LP_MAX_HANDLES. */
+	fl_fill_handles(_metadata, c, false);
+	fl_fill_handles(_metadata, c, true);
 	free(c);
 	/* close() puts and stops every handle. */
 }

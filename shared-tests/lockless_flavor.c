@@ -1190,6 +1190,8 @@ TEST_F_TIMEOUT(flavor, every_allocation_may_fail_all_or_nothing,
 	ASSERT_NE(NULL, c);
 	fl_init(c, variant->path, self->fd, variant->flavor);
 	c->registry = variant->registry;
+	c->max_gadgets = FL_MAX_GADGETS;
+	c->probe_configure = true;
 
 	fl_sweep(_metadata, c, FL_CONFIGURE, 1, 1, &cnt);
 	EXPECT_EQ(0, cnt.reached) TH_LOG("CONFIGURE allocates");
@@ -1234,6 +1236,8 @@ TEST_F_TIMEOUT(flavor, every_allocation_may_fail_all_or_nothing,
 			TH_LOG("%s allocates: its contract has no -ENOMEM",
 			       fl_names[probes[i]]);
 	}
+	/* The quota no STAT shows: exactly max_gadgets live, then -EDQUOT. */
+	fl_fill_gadgets(_metadata, c);
 	free(c);
 	ASSERT_EQ(0, arena_still_works(self->fd));
 	/* close() puts every handle the sweep kept. */

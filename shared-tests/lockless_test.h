@@ -520,16 +520,20 @@ static bool has_child_list(__u32 flavor)
  *
  * The state is everything userspace can see of the arena (struct
  * fl_snap): its counters, the transaction's, the module's live counters,
- * the STAT of the gadgets the sweep tracks, which ids the registry and the
- * child list hold (RUN TRYGET_PUT and LOOKUP_PUT: they find a gadget
- * without creating a handle, so they do not grow the handle tables
- * themselves), and the handle numbers: a call that succeeds must get the
- * lowest free number, which a slot leaked by an earlier failure would
- * take away. After a call that got around its failure, the sweep undoes it
- * (PUT, TXN_STOP, close) and goes on with N + 1 (fl_sweep_once() says in
- * which order); after the call that reached no N-th allocation, it keeps
- * what the call made, so that successive calls walk the tables up past
- * their growth points.
+ * whether CONFIGURE is still allowed (the arena not yet configured, no
+ * gadget counted in its quota; the flavor sweep asks with the same
+ * CONFIGURE again), the STAT of the gadgets the sweep tracks, which ids
+ * the registry and the child list hold (RUN TRYGET_PUT and LOOKUP_PUT:
+ * they find a gadget without creating a handle, so they do not grow the
+ * handle tables themselves), and the handle numbers: a call that
+ * succeeds must get the lowest free number, which a slot leaked by an
+ * earlier failure would take away. What no snapshot shows, a count
+ * kept against a limit, the fl_fill_*() checks see after the sweep, by
+ * filling the limit exactly. After a call that got around its
+ * failure, the sweep undoes it (PUT, TXN_STOP, close) and goes on with
+ * N + 1 (fl_sweep_once() says in which order); after the call that
+ * reached no N-th allocation, it keeps what the call made, so that
+ * successive calls walk the tables up past their growth points.
  */
 static int write_file(const char *path, const char *s)
 {
@@ -580,6 +584,8 @@ static int fl_setup(void)
 
 /* Most allocations one call may make before the sweep gives up on it. */
 #define FL_NTH_MAX	64
+/* The gadget sweep's max_gadgets: a quota that fl_fill_gadgets() fills. */
+#define FL_MAX_GADGETS	8
 /* Calls the walks up the handle tables take at least (quick, full). */
 #define FL_GROW_QUICK	70
 #define FL_GROW_FULL	600
@@ -618,6 +624,8 @@ struct fl_ctx {
 	int fd;
 	__u32 flavor;
 	__u32 registry;			/* FL_CONFIGURE's; LOCK unless set */
+	__u32 max_gadgets;		/* FL_CONFIGURE's; 0: the default */
+	bool probe_configure;		/* snapshot CONFIGURE's answer */
 	unsigned int tracked;		/* FL_ROOT, FL_CHILD made so far */
 	__u32 handle[FL_TRACKED];
 	__u64 id[FL_TRACKED];
@@ -637,6 +645,7 @@ struct fl_snap {
 	__u64 found[FL_TRACKED];	/* RUN TRYGET_PUT of each tracked id */
 	__u64 next_found;		/* ... of the next two ids */
 	__u64 listed;			/* RUN LOOKUP_PUT of the child */
+	__u64 configured;		/* CONFIGURE answers -EBUSY */
 };
 
 /* What a call that succeeded changes, besides the handle it returns. */
@@ -644,6 +653,7 @@ struct fl_effect {
 	int handles, live, created, freed, live_gadgets, live_arenas;
 	int live_handles, txn_handles, updates, credits, tid, committed;
 	bool adds;		/* it added credits: the high-water mark */
+	bool configures;	/* a NEW: CONFIGURE answers -EBUSY after it */
 	int refcount[FL_TRACKED], children[FL_TRACKED];
 };
 
@@ -697,6 +707,17 @@ static int fl_find(int fd, __u32 op, __u32 parent, __u64 id)
 	return ret ? ret : (int)r.completed;
 }
 
+/* FL_CONFIGURE: the sweep's flavor, registry mode and gadget limit. */
+static int fl_configure(const struct fl_ctx *c)
+{
+	struct lp_configure cf = {
+		.flavor = c->flavor, .registry = c->registry,
+		.max_gadgets = c->max_gadgets,
+	};
+
+	return lpu_call(c->fd, LP_IOC_CONFIGURE, &cf);
+}
+
 static int fl_snapshot(struct fl_ctx *c, struct fl_snap *s)
 {
 	struct lp_identify id;
@@ -714,6 +735,18 @@ static int fl_snapshot(struct fl_ctx *c, struct fl_snap *s)
 	s->live_gadgets = id.live_gadgets;
 	s->live_arenas = id.live_arenas;
 	s->live_handles = id.live_handles;
+	/*
+	 * The arena's first NEW must leave CONFIGURE allowed until it
+	 * succeeds: neither the arena marked configured nor a gadget counted
+	 * (published or not) before then. The same CONFIGURE again changes
+	 * nothing.
+	 */
+	if (c->probe_configure) {
+		ret = fl_configure(c);
+		if (ret && ret != -EBUSY)
+			return ret;
+		s->configured = ret == -EBUSY;
+	}
 	for (i = 0; i < c->tracked; i++) {
 		ret = lpu_stat(c->fd, c->handle[i], &s->st[i]);
 		if (ret)
@@ -762,6 +795,7 @@ static void fl_expect(struct __test_metadata *_metadata,
 	FL_EQ(b->live_gadgets + e->live_gadgets, a->live_gadgets);
 	FL_EQ(b->live_arenas + e->live_arenas, a->live_arenas);
 	FL_EQ(b->live_handles + e->live_handles, a->live_handles);
+	FL_EQ(b->configured || e->configures, a->configured);
 	FL_EQ(b->ts.flavor, a->ts.flavor);
 	FL_EQ(b->ts.state, a->ts.state);
 	FL_EQ(b->ts.tid + e->tid, a->ts.tid);
@@ -802,6 +836,7 @@ static void fl_apply(struct fl_snap *s, const struct fl_effect *e)
 	s->live_gadgets += e->live_gadgets;
 	s->live_arenas += e->live_arenas;
 	s->live_handles += e->live_handles;
+	s->configured = s->configured || e->configures;
 	s->ts.tid += e->tid;
 	s->ts.updates += e->updates;
 	s->ts.credits += e->credits;
@@ -854,8 +889,7 @@ static void fl_call(struct fl_ctx *c, enum fl_op op, unsigned int nth,
 		res->ret = res->fd < 0 ? -errno : 0;
 		break;
 	case FL_CONFIGURE:
-		res->ret = lpu_configure_registry(c->fd, c->flavor,
-						  c->registry);
+		res->ret = fl_configure(c);
 		break;
 	case FL_NEW_ROOT:
 		res->ret = lpu_new(c->fd, LP_HANDLE_NONE, &res->handle,
@@ -988,6 +1022,7 @@ static void fl_effect_of(struct fl_ctx *c, enum fl_op op,
 			e->live = 1;
 			e->created = 1;
 			e->live_gadgets = 1;
+			e->configures = c->probe_configure;
 		}
 		/* A child holds its parent; GET's handle is the root's. */
 		if (op == FL_NEW_CHILD || op == FL_GET)
@@ -1248,6 +1283,112 @@ static __u32 fl_newest(const struct fl_ctx *c)
 		if (c->held[h])
 			return h;
 	return 0;
+}
+
+/*
+ * The limits behind the counts, filled after a sweep. A count that an
+ * undo forgot and no STAT reports (the arena's live gadgets, counted
+ * against max_gadgets from the allocation on) shows only as a limit
+ * reached early; one that a STAT reports must be the one the limit is
+ * checked against. Each of these fills its limit from what the sweep
+ * left, exactly, and checks that the next call is refused.
+ */
+
+/*
+ * The gadget quota: as many more roots as c->max_gadgets leaves room for
+ * beside ARENA_STAT's live gadgets, then -EDQUOT; the roots are put again.
+ */
+static void fl_fill_gadgets(struct __test_metadata *_metadata,
+			    struct fl_ctx *c)
+{
+	struct lp_arena_stat as;
+	unsigned int i, room;
+	__u32 *h, extra = 0;
+	int ret = 0;
+
+	ASSERT_EQ(0, lpu_arena_stat(c->fd, &as));
+	ASSERT_NE(0, c->max_gadgets);
+	ASSERT_GE(c->max_gadgets, as.live);
+	room = c->max_gadgets - as.live;
+	h = calloc(room + 1, sizeof(*h));
+	ASSERT_NE(NULL, h);
+	for (i = 0; i < room; i++) {
+		ret = lpu_new(c->fd, LP_HANDLE_NONE, &h[i], NULL);
+		EXPECT_EQ(0, ret)
+			TH_LOG("NEW %u of the %u that max_gadgets %u leaves room for beside %llu live",
+			       i + 1, room, c->max_gadgets,
+			       (unsigned long long)as.live);
+		if (ret)
+			break;
+	}
+	if (!ret) {
+		ret = lpu_new(c->fd, LP_HANDLE_NONE, &extra, NULL);
+		EXPECT_EQ(-EDQUOT, ret)
+			TH_LOG("NEW beyond max_gadgets %u", c->max_gadgets);
+		if (!ret)
+			h[i++] = extra;
+	}
+	while (i--)
+		EXPECT_EQ(1, lpu_put(c->fd, h[i]));
+	free(h);
+}
+
+/*
+ * A handle table (@txn: the transaction's): handles up to LP_MAX_HANDLES,
+ * each the lowest free number, then -ENOSPC. GET of the root, START of no
+ * credits; kept in @c, for close() to put and stop.
+ */
+static void fl_fill_handles(struct __test_metadata *_metadata,
+			    struct fl_ctx *c, bool txn)
+{
+	unsigned char *held = txn ? c->txn_held : c->held;
+	__u32 *n = txn ? &c->ntxn_held : &c->nheld;
+	__u32 h, want;
+	int ret;
+
+	while (*n < LP_MAX_HANDLES) {
+		want = fl_lowest_free(held);
+		ret = txn ? lpu_txn_start(c->fd, &h, NULL) :
+			    lpu_get(c->fd, c->handle[FL_ROOT], &h);
+		EXPECT_EQ(0, ret)
+			TH_LOG("%s %u of LP_MAX_HANDLES", txn ? "START" : "GET",
+			       *n + 1);
+		if (ret)
+			return;
+		EXPECT_EQ(want, h) TH_LOG("not the lowest free handle");
+		fl_hold(c, txn, h);
+	}
+	ret = txn ? lpu_txn_start(c->fd, &h, NULL) :
+		    lpu_get(c->fd, c->handle[FL_ROOT], &h);
+	EXPECT_EQ(-ENOSPC, ret)
+		TH_LOG("%s beyond LP_MAX_HANDLES", txn ? "START" : "GET");
+}
+
+/*
+ * The credit limit, TXN_STAT's max_credits: a START of exactly the
+ * credits TXN_STAT says are left must succeed, one more credit be refused
+ * (-ENOSPC). Stopped again.
+ */
+static void fl_fill_credits(struct __test_metadata *_metadata,
+			    struct fl_ctx *c)
+{
+	struct lp_txn_stat ts;
+	__u32 h, extra = 0;
+	int ret;
+
+	ASSERT_EQ(0, lpu_txn_stat(c->fd, &ts));
+	ASSERT_GE(ts.max_credits, ts.credits);
+	ret = lpu_txn_start_n(c->fd, ts.max_credits - ts.credits, &h);
+	EXPECT_EQ(0, ret)
+		TH_LOG("START of the %u credits left of %u",
+		       ts.max_credits - ts.credits, ts.max_credits);
+	if (ret)
+		return;
+	ret = lpu_txn_start_n(c->fd, 1, &extra);
+	EXPECT_EQ(-ENOSPC, ret) TH_LOG("START beyond max_credits");
+	if (!ret)
+		lpu_txn_stop(c->fd, extra);
+	EXPECT_EQ(ts.max_credits - ts.credits, lpu_txn_stop(c->fd, h));
 }
 
 #endif /* _LOCKLESS_TEST_H */
