@@ -1315,7 +1315,7 @@ static void fl_fill_gadgets(struct __test_metadata *_metadata,
 	for (i = 0; i < room; i++) {
 		ret = lpu_new(c->fd, LP_HANDLE_NONE, &h[i], NULL);
 		EXPECT_EQ(0, ret)
-			TH_LOG("NEW %u of the %u that max_gadgets %u leaves room for beside %llu live",
+			TH_LOG("NEW %u of %u: max_gadgets %u, %llu live",
 			       i + 1, room, c->max_gadgets,
 			       (unsigned long long)as.live);
 		if (ret)
