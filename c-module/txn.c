@@ -144,9 +144,11 @@ static int lp_add_transaction_credits(struct lp_txn *txn, u32 nblocks,
  * is fully ordered and returns what it found, so the loop ends once the
  * maximum is at least @new, whoever stored it (litmus
  * jbd2-max-spinlock.litmus and jbd2-max-cmpxchg.litmus, the same loops).
+ * LP_DELAY_TXN_MAX_WAIT_READ stalls between the read and the store.
  */
 static void lp_txn_update_max_wait(struct lp_txn *txn, u64 ts)
 {
+	struct lp_arena *arena = lp_txn_arena(txn);
 	u64 newts, oldts;
 
 	if (txn->t_start <= ts)
@@ -154,14 +156,18 @@ static void lp_txn_update_max_wait(struct lp_txn *txn, u64 ts)
 	newts = txn->t_start - ts;
 	if (txn->flavor == LP_TXN_HANDLE_LOCK) {
 		spin_lock(&txn->t_handle_lock);
-		if (newts > txn->t_max_wait)
+		if (newts > txn->t_max_wait) {
+			lp_delay_atomic(arena, LP_DELAY_TXN_MAX_WAIT_READ);
 			txn->t_max_wait = newts;
+		}
 		spin_unlock(&txn->t_handle_lock);
 		return;
 	}
 	oldts = READ_ONCE(txn->t_max_wait);
-	while (oldts < newts)
+	while (oldts < newts) {
+		lp_delay_atomic(arena, LP_DELAY_TXN_MAX_WAIT_READ);
 		oldts = cmpxchg(&txn->t_max_wait, oldts, newts);
+	}
 }
 
 /**

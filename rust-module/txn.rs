@@ -206,8 +206,9 @@ impl Txn {
     /// `while (old < new) old = cmpxchg(...)`; the cmpxchg is fully ordered and
     /// returns what it found, so the loop ends once the maximum is at least `new`,
     /// whoever stored it (litmus `jbd2-max-spinlock.litmus` and
-    /// `jbd2-max-cmpxchg.litmus`, the same loops).
-    fn update_max_wait(&self, state: &TxnState, ts: Instant<Monotonic>) {
+    /// `jbd2-max-cmpxchg.litmus`, the same loops). `arena`'s race test may stall
+    /// it between the read and the store (`LP_DELAY_TXN_MAX_WAIT_READ`).
+    fn update_max_wait(&self, arena: &Arena, state: &TxnState, ts: Instant<Monotonic>) {
         let waited = (state.t_start - ts).as_nanos();
         if waited <= 0 {
             return;
@@ -217,12 +218,14 @@ impl Txn {
         if is_locked(state) {
             let _handle_lock = self.t_handle_lock.lock();
             if newts > self.t_max_wait.load(Relaxed) {
+                arena.delay_atomic(uapi::LP_DELAY_TXN_MAX_WAIT_READ);
                 self.t_max_wait.store(newts, Relaxed);
             }
             return;
         }
         let mut oldts = self.t_max_wait.load(Relaxed);
         while oldts < newts {
+            arena.delay_atomic(uapi::LP_DELAY_TXN_MAX_WAIT_READ);
             oldts = match self.t_max_wait.cmpxchg(oldts, newts, Full) {
                 Ok(old) | Err(old) => old,
             };
@@ -258,7 +261,7 @@ impl Txn {
         if nblocks != 0 {
             self.add_transaction_credits(arena, &state, nblocks)?;
         }
-        self.update_max_wait(&state, ts);
+        self.update_max_wait(arena, &state, ts);
         let tid = state.t_tid.load(Relaxed);
         self.t_updates.add(1, Relaxed);
         // C's `READ_ONCE()`: `load()` is `atomic64_read()`, a volatile load, so this
