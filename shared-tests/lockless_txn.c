@@ -7,7 +7,9 @@
  * re-check after a sleep ran out; the transaction's errnos and its full
  * handle table; the races of the drain's wakeup, of EXTEND (never an
  * over-grant), of STAT against a refused EXTEND and of STOP against
- * EXTENDs; credits, overshoot and waits; and every allocation failing.
+ * EXTENDs; credits, overshoot and waits; the windows the transaction's
+ * delay points stretch; t_max_wait bounded from below; and every
+ * allocation failing.
  *
  * Part of the driver, #included by lockless_test.c.
  */
