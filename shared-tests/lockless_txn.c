@@ -2453,7 +2453,7 @@ TEST_F_TIMEOUT(txn, start_waiting_out_a_drain_records_at_least_its_length,
  * COMMIT, begun well before the STOP), TXN_HANDLE_LOCK, whose lock no
  * raise can get around, until one did; each gets two more rounds.
  */
-#define LPU_TXN_MAX_STALL_US	10000
+#define LPU_TXN_MAX_STALL_US	20000
 #define LPU_TXN_MAX_MET		2	/* TXN_ATOMIC's rounds that must meet */
 
 TEST_F_TIMEOUT(txn, racing_starts_leave_the_longest_wait, LPU_SLOW_TIMEOUT)
