@@ -20,6 +20,7 @@
 #include <linux/atomic.h>
 #include <linux/bug.h>
 #include <linux/compiler.h>
+#include <linux/container_of.h>
 #include <linux/jiffies.h>
 #include <linux/ktime.h>
 #include <linux/refcount.h>
@@ -56,6 +57,19 @@ void lp_txn_init(struct lp_txn *txn)
 	atomic64_set(&txn->late_starts, 0);
 	atomic64_set(&txn->overshoots, 0);
 	atomic_set(&txn->credits_hwm, 0);
+}
+
+/**
+ * lp_txn_arena() - the arena a transaction belongs to
+ * @txn: the transaction, embedded in its arena as every one is
+ *
+ * For the stalls its race tests ask for (lp_delay_atomic()).
+ *
+ * Return: the arena.
+ */
+static struct lp_arena *lp_txn_arena(struct lp_txn *txn)
+{
+	return container_of(txn, struct lp_arena, txn);
 }
 
 /*
@@ -109,6 +123,7 @@ static int lp_add_transaction_credits(struct lp_txn *txn, u32 nblocks,
 	if (nblocks > (u32)max)
 		return -ENOSPC;
 	*wanted = atomic_add_return(nblocks, &txn->t_outstanding_credits);
+	lp_delay_atomic(lp_txn_arena(txn), LP_DELAY_TXN_EXTEND_ADDED);
 	lp_txn_note_found(txn, *wanted - (int)nblocks);
 	if (*wanted < 0 || *wanted > max) {
 		atomic_sub(nblocks, &txn->t_outstanding_credits);
@@ -129,9 +144,11 @@ static int lp_add_transaction_credits(struct lp_txn *txn, u32 nblocks,
  * is fully ordered and returns what it found, so the loop ends once the
  * maximum is at least @new, whoever stored it (litmus
  * jbd2-max-spinlock.litmus and jbd2-max-cmpxchg.litmus, the same loops).
+ * LP_DELAY_TXN_MAX_WAIT_READ stalls between the read and the store.
  */
 static void lp_txn_update_max_wait(struct lp_txn *txn, u64 ts)
 {
+	struct lp_arena *arena = lp_txn_arena(txn);
 	u64 newts, oldts;
 
 	if (txn->t_start <= ts)
@@ -139,14 +156,18 @@ static void lp_txn_update_max_wait(struct lp_txn *txn, u64 ts)
 	newts = txn->t_start - ts;
 	if (txn->flavor == LP_TXN_HANDLE_LOCK) {
 		spin_lock(&txn->t_handle_lock);
-		if (newts > txn->t_max_wait)
+		if (newts > txn->t_max_wait) {
+			lp_delay_atomic(arena, LP_DELAY_TXN_MAX_WAIT_READ);
 			txn->t_max_wait = newts;
+		}
 		spin_unlock(&txn->t_handle_lock);
 		return;
 	}
 	oldts = READ_ONCE(txn->t_max_wait);
-	while (oldts < newts)
+	while (oldts < newts) {
+		lp_delay_atomic(arena, LP_DELAY_TXN_MAX_WAIT_READ);
 		oldts = cmpxchg(&txn->t_max_wait, oldts, newts);
+	}
 }
 
 /**
@@ -260,6 +281,7 @@ int lp_txn_extend(struct lp_txn *txn, struct lp_txn_handle *h, u32 nblocks,
 		err = -EAGAIN;
 		goto unlock;
 	}
+	lp_delay_atomic(lp_txn_arena(txn), LP_DELAY_TXN_EXTEND_LOCKED);
 	/* TXN_CONFIGURE cannot change it: this handle keeps t_updates up. */
 	locked = txn->flavor == LP_TXN_HANDLE_LOCK;
 	if (locked)
@@ -335,6 +357,7 @@ static int lp_txn_wait_updates(struct lp_txn *txn, u32 timeout_ms, u32 *slept)
 		if (locked)
 			spin_lock(&txn->t_handle_lock);
 		prepare_to_wait(&txn->j_wait_updates, &wait, TASK_KILLABLE);
+		lp_delay_atomic(lp_txn_arena(txn), LP_DELAY_TXN_DRAIN_QUEUED);
 		if (!atomic_read(&txn->t_updates)) {
 			if (locked)
 				spin_unlock(&txn->t_handle_lock);
@@ -531,6 +554,7 @@ int lp_txn_handle_get(struct lp_arena *arena, u32 handle,
 
 	mutex_lock(&arena->txn_handles_lock);
 	found = xa_load(&arena->txn_handles, handle);
+	lp_delay(arena, LP_DELAY_TXN_HANDLE_GET);
 	if (found)
 		refcount_inc(&found->ref);
 	mutex_unlock(&arena->txn_handles_lock);

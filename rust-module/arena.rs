@@ -523,7 +523,9 @@ impl Arena {
     /// taking the entry out, and so from dropping the table's reference, in between.
     pub(crate) fn txn_handle_get(&self, handle: u32) -> Result<TxnEntry> {
         let handles = self.txn_handles.lock();
-        handles.get(handle).cloned().ok_or(EBADF)
+        let found = handles.get(handle);
+        self.delay(uapi::LP_DELAY_TXN_HANDLE_GET);
+        found.cloned().ok_or(EBADF)
     }
 
     /// Reserves the lowest free transaction handle (`ENOSPC` when the table is

@@ -7,7 +7,9 @@
  * re-check after a sleep ran out; the transaction's errnos and its full
  * handle table; the races of the drain's wakeup, of EXTEND (never an
  * over-grant), of STAT against a refused EXTEND and of STOP against
- * EXTENDs; credits, overshoot and waits; and every allocation failing.
+ * EXTENDs; credits, overshoot and waits; the windows the transaction's
+ * delay points stretch; t_max_wait bounded from below; and every
+ * allocation failing.
  *
  * Part of the driver, #included by lockless_test.c.
  */
@@ -1924,6 +1926,599 @@ TEST_F(txn, run_loops_complete_and_give_everything_back)
 	EXPECT_EQ(0, s.credits);
 	EXPECT_EQ(0, s.handles);
 	EXPECT_EQ(0, s.late_starts);
+}
+
+/* ---- the windows, stretched: LP_IOC_DELAY's transaction points ------ */
+
+/*
+ * Each test below turns on points of enum lp_delay_point for its arena:
+ * one thread stalls in a window of a few instructions while another does
+ * what the window's lock or ordering must hold off. Without that lock or
+ * ordering the race is a KASAN report or a wrong count in the first
+ * round. A round whose threads did not meet in the window (the stalling
+ * thread came late) runs again, up to LPU_TXN_STALL_TRIES times; only a
+ * round that met is judged for the race.
+ */
+
+/*
+ * The stall: long against an ioctl (~100 us), short against a test. The
+ * other thread acts LPU_TXN_ACT_US into it: a busy-wait stall counts
+ * udelay() loops of each CPU's boot-time calibration, which under TCG
+ * may run short by half or more (the guest's console: "calibrate_delay_
+ * direct() failed to get a good estimate for loops_per_jiffy").
+ */
+#define LPU_TXN_STALL_US	80000
+#define LPU_TXN_ACT_US		(LPU_TXN_STALL_US / 4)
+#define LPU_TXN_STALL_TRIES	3
+
+/* One ioctl in a thread of its own, timed from userspace. */
+enum txn_bg_op { TXN_BG_EXTEND, TXN_BG_COMMIT, TXN_BG_RUN_EXTEND };
+
+struct txn_bg {
+	int fd;
+	enum txn_bg_op op;
+	__u32 handle;		/* EXTEND */
+	__u32 nblocks;		/* EXTEND; RUN TXN_EXTEND: its value */
+	__u64 iterations;	/* RUN TXN_EXTEND */
+	bool pin;		/* run on CPU @cpu only */
+	int cpu;
+	pthread_t thread;
+	pid_t tid;
+	int called;		/* __atomic: set just before the call */
+	int ret;
+	double t_call, t_ret;	/* now_s() just before and after the call */
+	struct lp_txn_extend e;
+	struct lp_txn_commit c;
+	struct lp_run run;
+};
+
+static void *txn_bg_thread(void *arg)
+{
+	struct txn_bg *b = arg;
+
+	if (b->pin)
+		pin_to_cpu(b->cpu);
+	b->tid = (pid_t)syscall(SYS_gettid);
+	b->t_call = now_s();
+	__atomic_store_n(&b->called, 1, __ATOMIC_RELEASE);
+	switch (b->op) {
+	case TXN_BG_EXTEND:
+		b->ret = lpu_txn_extend(b->fd, b->handle, b->nblocks, &b->e);
+		break;
+	case TXN_BG_COMMIT:
+		b->ret = lpu_txn_commit(b->fd, LP_TXN_TIMEOUT_MAX_MS, &b->c);
+		break;
+	case TXN_BG_RUN_EXTEND:
+		b->ret = lpu_run(b->fd, LP_OP_TXN_EXTEND, 0, b->iterations,
+				 b->nblocks, &b->run);
+		break;
+	}
+	b->t_ret = now_s();
+	return NULL;
+}
+
+/* Start @b's call in a thread; return once the thread is about to make it. */
+static int txn_bg_start(struct txn_bg *b)
+{
+	int err = pthread_create(&b->thread, NULL, txn_bg_thread, b);
+
+	if (err)
+		return -err;
+	while (!__atomic_load_n(&b->called, __ATOMIC_ACQUIRE))
+		usleep(100);
+	return 0;
+}
+
+static void txn_bg_join(struct txn_bg *b)
+{
+	pthread_join(b->thread, NULL);
+}
+
+/* Stall this arena's threads at @points for @usecs each; 0, 0: none. */
+static int txn_stall(int fd, __u32 points, __u32 usecs)
+{
+	struct lp_delay d = { .points = points, .usecs = usecs };
+
+	return lpu_call(fd, LP_IOC_DELAY, &d);
+}
+
+/* Wait up to a stall's length for task @tid to sleep in state D. */
+static bool txn_asleep_within_a_stall(pid_t tid)
+{
+	int i;
+
+	for (i = 0; i < LPU_TXN_STALL_US / 1000; i++) {
+		if (task_asleep(tid))
+			return true;
+		usleep(1000);
+	}
+	return false;
+}
+
+/* This build of the module cannot stall at @points (not a debug kernel). */
+static bool txn_lacks_points(const struct lp_identify *id, __u32 points)
+{
+	return (id->delay_points & points) != points;
+}
+
+/* Nothing left running: no handle, no credit, no stall. */
+static void expect_txn_idle(struct __test_metadata *_metadata, int fd)
+{
+	struct lp_txn_stat s;
+
+	ASSERT_EQ(0, txn_stall(fd, 0, 0));
+	ASSERT_EQ(0, lpu_txn_stat(fd, &s));
+	EXPECT_EQ(0, s.updates);
+	EXPECT_EQ(0, s.credits);
+	EXPECT_EQ(0, s.handles);
+	EXPECT_EQ(0, s.late_starts);
+}
+
+/*
+ * LP_DELAY_TXN_HANDLE_GET: an EXTEND sleeps in its handle's lookup, the
+ * table's lock held and the entry found but not yet referenced, when a
+ * STOP of the same handle comes. The lock holds the STOP's take off until
+ * the EXTEND holds a reference of its own, so the entry outlives the
+ * STOP's put, and the EXTEND either extends before the STOP (whose answer
+ * then includes the grant) or finds the handle stopped (-EBADF). A
+ * reference taken after the unlock would be to an entry the STOP freed:
+ * KASAN.
+ */
+TEST_F_TIMEOUT(txn, stop_during_an_extend_lookup_waits_for_its_reference,
+	       LPU_SLOW_TIMEOUT)
+{
+	const __u32 points = 1u << LP_DELAY_TXN_HANDLE_GET;
+	int tries, stopped;
+	bool met = false;
+	__u32 h;
+
+	if (txn_lacks_points(&self->id, points))
+		SKIP(return, "%s has no delay points (not a debug kernel)",
+		     variant->module);
+	for (tries = 0; tries < LPU_TXN_STALL_TRIES && !met; tries++) {
+		struct txn_bg b = {
+			.fd = self->fd, .op = TXN_BG_EXTEND, .nblocks = 2,
+		};
+
+		ASSERT_EQ(0, lpu_txn_start_n(self->fd, 1, &h));
+		ASSERT_EQ(0, txn_stall(self->fd, points, LPU_TXN_STALL_US));
+		b.handle = h;
+		ASSERT_EQ(0, txn_bg_start(&b));
+		/* The stall is the one sleep of this EXTEND. */
+		met = txn_asleep_within_a_stall(b.tid);
+		stopped = lpu_txn_stop(self->fd, h);
+		txn_bg_join(&b);
+		if (b.ret) {
+			EXPECT_EQ(-EBADF, b.ret);
+			EXPECT_EQ(1, stopped);
+		} else {
+			EXPECT_EQ(3, b.e.granted);
+			EXPECT_EQ(3, stopped) TH_LOG("the grant was not given back");
+		}
+		expect_txn_idle(_metadata, self->fd);
+	}
+	EXPECT_TRUE(met) TH_LOG("the EXTEND never slept in its lookup");
+	EXPECT_EQ(0, txn_still_works(self->fd));
+}
+
+/*
+ * LP_DELAY_TXN_EXTEND_LOCKED: an EXTEND stalls with its handle's entry
+ * locked, past its check that the handle runs and before its credits,
+ * when a STOP of the same handle comes. The STOP's wait for that lock
+ * puts the grant into the STOP's answer. A STOP that does not wait gives
+ * back the credits of before, and the grant stays in
+ * t_outstanding_credits with no handle left to give it back.
+ */
+TEST_F_TIMEOUT(txn, stop_during_an_extend_of_its_handle_gives_its_grant_back,
+	       LPU_SLOW_TIMEOUT)
+{
+	const __u32 points = 1u << LP_DELAY_TXN_EXTEND_LOCKED;
+	int tries, stopped;
+	bool met = false;
+	double t_stop;
+	__u32 h;
+
+	if (txn_lacks_points(&self->id, points))
+		SKIP(return, "%s has no delay points (not a debug kernel)",
+		     variant->module);
+	for (tries = 0; tries < LPU_TXN_STALL_TRIES && !met; tries++) {
+		struct txn_bg b = {
+			.fd = self->fd, .op = TXN_BG_EXTEND, .nblocks = 2,
+		};
+
+		ASSERT_EQ(0, lpu_txn_start_n(self->fd, 1, &h));
+		ASSERT_EQ(0, txn_stall(self->fd, points, LPU_TXN_STALL_US));
+		b.handle = h;
+		ASSERT_EQ(0, txn_bg_start(&b));
+		usleep(LPU_TXN_ACT_US);
+		t_stop = now_s();
+		stopped = lpu_txn_stop(self->fd, h);
+		txn_bg_join(&b);
+		if (b.ret == -EBADF) {
+			/* The EXTEND came late: the STOP was first. */
+			EXPECT_EQ(1, stopped);
+		} else {
+			EXPECT_EQ(0, b.ret);
+			EXPECT_EQ(3, b.e.granted);
+			EXPECT_EQ(b.e.granted, stopped)
+				TH_LOG("the STOP did not wait for the EXTEND");
+			met = t_stop < b.t_ret;
+		}
+		expect_txn_idle(_metadata, self->fd);
+	}
+	EXPECT_TRUE(met) TH_LOG("the STOP never came during the EXTEND");
+	EXPECT_EQ(0, txn_still_works(self->fd));
+}
+
+/*
+ * LP_DELAY_TXN_EXTEND_ADDED: an EXTEND over the limit stalls with its
+ * request added, before its check takes it back, when an EXTEND of
+ * another handle asks for one credit that fits. TXN_HANDLE_LOCK's
+ * t_handle_lock keeps the second out until the first is undone: granted,
+ * with no overshoot. TXN_ATOMIC has no such lock: the second finds the
+ * refused request in flight, counts an overshoot and is refused as well
+ * (after the patch a refusal may be owed to a request itself refused).
+ */
+#define LPU_TXN_SMALL_LIMIT	10
+
+TEST_F_TIMEOUT(txn, only_extends_in_txn_atomic_meet_a_refused_one_in_flight,
+	       LPU_SLOW_TIMEOUT)
+{
+	const __u32 points = 1u << LP_DELAY_TXN_EXTEND_ADDED;
+	bool atomic = variant->flavor == LP_TXN_ATOMIC;
+	struct lp_txn_extend e;
+	struct lp_txn_stat s;
+	int tries, ret;
+	double t_call, t_ret;
+	bool met = false;
+	__u32 h1, h2;
+
+	if (txn_lacks_points(&self->id, points))
+		SKIP(return, "%s has no delay points (not a debug kernel)",
+		     variant->module);
+	for (tries = 0; tries < LPU_TXN_STALL_TRIES && !met; tries++) {
+		struct txn_bg b = {
+			.fd = self->fd, .op = TXN_BG_EXTEND, .nblocks = 4,
+		};
+
+		/* CONFIGURE also starts the overshoot count again. */
+		ASSERT_EQ(0, lpu_txn_configure(self->fd, variant->flavor,
+					       LPU_TXN_SMALL_LIMIT));
+		ASSERT_EQ(0, lpu_txn_start_n(self->fd, 8, &h1));
+		ASSERT_EQ(0, lpu_txn_start_n(self->fd, 0, &h2));
+		ASSERT_EQ(0, txn_stall(self->fd, points, LPU_TXN_STALL_US));
+		b.handle = h1;
+		ASSERT_EQ(0, txn_bg_start(&b));
+		usleep(LPU_TXN_ACT_US);
+		t_call = now_s();
+		ret = lpu_txn_extend(self->fd, h2, 1, &e);
+		t_ret = now_s();
+		txn_bg_join(&b);
+		ASSERT_EQ(0, txn_stall(self->fd, 0, 0));
+		ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
+		EXPECT_EQ(-ENOSPC, b.ret);
+		if (atomic) {
+			/* Refused: it met the first one's request in flight. */
+			met = ret == -ENOSPC;
+			EXPECT_EQ(met, s.overshoots);
+		} else {
+			/*
+			 * Called during the first one, it waited on
+			 * t_handle_lock and then stalled: it returned after.
+			 */
+			met = t_call < b.t_ret && b.t_ret < t_ret;
+		}
+		if (!met || !atomic) {
+			EXPECT_EQ(0, ret)
+				TH_LOG("t_handle_lock let it see a request in flight");
+			EXPECT_EQ(9, e.credits);
+			EXPECT_EQ(0, s.overshoots);
+		}
+		EXPECT_EQ(8, lpu_txn_stop(self->fd, h1));
+		EXPECT_EQ(ret ? 0 : 1, lpu_txn_stop(self->fd, h2));
+		expect_txn_idle(_metadata, self->fd);
+	}
+	EXPECT_TRUE(met) TH_LOG("the second EXTEND never came during the first");
+	EXPECT_EQ(0, txn_still_works(self->fd));
+}
+
+/*
+ * LP_DELAY_TXN_EXTEND_ADDED again: a STAT comes while an EXTEND over the
+ * limit stalls with its request added. STAT takes j_state_lock
+ * exclusive, so it waits for the undo and reads only what was granted. A
+ * STAT under the shared side reads the refused request too, above the
+ * limit.
+ */
+TEST_F_TIMEOUT(txn, stat_waits_out_a_refused_extend_in_flight,
+	       LPU_SLOW_TIMEOUT)
+{
+	const __u32 points = 1u << LP_DELAY_TXN_EXTEND_ADDED;
+	struct lp_txn_stat s;
+	bool met = false;
+	double t_stat;
+	int tries;
+	__u32 h;
+
+	if (txn_lacks_points(&self->id, points))
+		SKIP(return, "%s has no delay points (not a debug kernel)",
+		     variant->module);
+	ASSERT_EQ(0, lpu_txn_configure(self->fd, variant->flavor,
+				       LPU_TXN_SMALL_LIMIT));
+	for (tries = 0; tries < LPU_TXN_STALL_TRIES && !met; tries++) {
+		struct txn_bg b = {
+			.fd = self->fd, .op = TXN_BG_EXTEND, .nblocks = 4,
+		};
+
+		ASSERT_EQ(0, lpu_txn_start_n(self->fd, 8, &h));
+		ASSERT_EQ(0, txn_stall(self->fd, points, LPU_TXN_STALL_US));
+		b.handle = h;
+		ASSERT_EQ(0, txn_bg_start(&b));
+		usleep(LPU_TXN_ACT_US);
+		t_stat = now_s();
+		ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
+		txn_bg_join(&b);
+		EXPECT_EQ(-ENOSPC, b.ret);
+		EXPECT_EQ(8, s.credits) TH_LOG("STAT read a request in flight");
+		met = t_stat < b.t_ret;
+		EXPECT_EQ(8, lpu_txn_stop(self->fd, h));
+		expect_txn_idle(_metadata, self->fd);
+	}
+	EXPECT_TRUE(met) TH_LOG("the STAT never came during the EXTEND");
+	EXPECT_EQ(0, txn_still_works(self->fd));
+}
+
+/*
+ * LP_DELAY_TXN_DRAIN_QUEUED: COMMIT's drain stalls between queueing
+ * itself on j_wait_updates and reading t_updates when the last handle
+ * stops, with no lock, and wakes whoever is queued. Queued first, the
+ * drain cannot miss that STOP: its read sees the handle gone (the round
+ * that met: the drain never slept), or the wakeup finds it queued. A
+ * drain that reads first and queues after (a condition variable's order,
+ * this stall between the two) sleeps with t_updates at zero until its
+ * timeout: 10 s, where a drain that lost nothing takes a stall or two.
+ */
+TEST_F_TIMEOUT(txn, stop_during_the_drain_check_is_never_lost,
+	       LPU_SLOW_TIMEOUT)
+{
+	const __u32 points = 1u << LP_DELAY_TXN_DRAIN_QUEUED;
+	bool met = false;
+	int tries;
+	__u32 h;
+
+	if (txn_lacks_points(&self->id, points))
+		SKIP(return, "%s has no delay points (not a debug kernel)",
+		     variant->module);
+	for (tries = 0; tries < LPU_TXN_STALL_TRIES && !met; tries++) {
+		struct txn_bg b = { .fd = self->fd, .op = TXN_BG_COMMIT };
+
+		ASSERT_EQ(0, lpu_txn_start(self->fd, &h, NULL));
+		ASSERT_EQ(0, txn_stall(self->fd, points, LPU_TXN_STALL_US));
+		ASSERT_EQ(0, txn_bg_start(&b));
+		usleep(LPU_TXN_ACT_US);
+		EXPECT_EQ(0, lpu_txn_stop(self->fd, h));
+		txn_bg_join(&b);
+		ASSERT_EQ(0, b.ret) TH_LOG("%s", strerror(-b.ret));
+		ASSERT_GT(LP_TXN_TIMEOUT_MAX_MS * 900000ull, b.c.wait_ns)
+			TH_LOG("the drain lost the STOP's wakeup: %u sleeps",
+			       b.c.slept);
+		/* Found the handle running, and saw it stop without a sleep. */
+		met = b.c.updates == 1 && b.c.slept == 0;
+		expect_txn_idle(_metadata, self->fd);
+	}
+	EXPECT_TRUE(met) TH_LOG("the STOP never came during the drain's check");
+	EXPECT_EQ(0, txn_still_works(self->fd));
+}
+
+/* ---- t_max_wait from below ------------------------------------------ */
+
+/*
+ * A START that waits through a COMMIT records at least that wait. The
+ * waits are made by RUN TXN_EXTEND loops, whose START, refused while a
+ * COMMIT drains a handle the test holds, is retried with the time of the
+ * first attempt (jbd2's start_this_handle() reads its clock once). The
+ * loops ask for more credits than the limit, so that once started they
+ * are refused as cheaply as their STARTs were, and a loop sized from a
+ * measured run of refusals outlasts the COMMIT by a known margin.
+ *
+ * The bound, from userspace clocks (CLOCK_MONOTONIC, ktime_get_ns()'s):
+ * a RUN's loop began by t_ret - elapsed_ns, and its first START a few
+ * instructions later; the next transaction opened after the handle's
+ * STOP began. So the START waited at least t_stop - (t_ret - elapsed),
+ * less LPU_TXN_WAIT_SLACK for those instructions.
+ */
+#define LPU_TXN_WAIT_MS		30	/* the handle held after a RUN starts */
+#define LPU_TXN_WAIT_SLACK	0.002
+#define LPU_TXN_CALIBRATE	1000	/* refusals measured first */
+#define LPU_TXN_LIMIT_SMALL	8	/* RUN asks for LPU_TXN_LIMIT_SMALL + 1 */
+
+/*
+ * Lock the transaction for commit with a handle held (the COMMIT in @c),
+ * then measure a refused RUN iteration, the faster of two runs (a vCPU
+ * the host preempted makes one slow). Return: its cost in seconds, or a
+ * negative value on an error.
+ */
+static double txn_lock_and_measure(int fd, struct txn_bg *c)
+{
+	double cost = 1;
+	struct lp_txn_stat s;
+	struct lp_run run;
+	int i;
+
+	if (txn_bg_start(c))
+		return -1;
+	do {
+		if (lpu_txn_stat(fd, &s))
+			return -1;
+	} while (s.state != LP_TXN_LOCKED_FOR_COMMIT);
+	for (i = 0; i < 2; i++) {
+		if (lpu_run(fd, LP_OP_TXN_EXTEND, 0, LPU_TXN_CALIBRATE,
+			    LPU_TXN_LIMIT_SMALL + 1, &run) ||
+		    run.failed != LPU_TXN_CALIBRATE)
+			return -1;
+		if (run.elapsed_ns / 1e9 / LPU_TXN_CALIBRATE < cost)
+			cost = run.elapsed_ns / 1e9 / LPU_TXN_CALIBRATE;
+	}
+	return cost;
+}
+
+/* A RUN of refusals that lasts about @s seconds at @cost each. */
+static void txn_wait_run(struct txn_bg *b, int fd, double s, double cost)
+{
+	double n = s / cost;
+
+	*b = (struct txn_bg){
+		.fd = fd, .op = TXN_BG_RUN_EXTEND,
+		.nblocks = LPU_TXN_LIMIT_SMALL + 1,
+		.iterations = n < LP_RUN_MAX_ITERATIONS ?
+			      (__u64)n : LP_RUN_MAX_ITERATIONS,
+	};
+}
+
+/*
+ * What RUN @b's START waited at least, given that the handle it waited
+ * for began to stop at @t_stop; 0 if @b's loop ended before COMMIT @c
+ * returned (its START may never have got in).
+ */
+static double txn_wait_at_least(const struct txn_bg *b,
+				const struct txn_bg *c, double t_stop)
+{
+	double began = b->t_ret - b->run.elapsed_ns / 1e9;
+
+	if (b->t_call + b->run.elapsed_ns / 1e9 <= c->t_ret)
+		return 0;
+	return t_stop - began - LPU_TXN_WAIT_SLACK;
+}
+
+TEST_F_TIMEOUT(txn, start_waiting_out_a_drain_records_at_least_its_length,
+	       LPU_SLOW_TIMEOUT)
+{
+	const double wait_s = LPU_TXN_WAIT_MS / 1000.0;
+	double cost, at_least = 0, t_stop;
+	struct lp_txn_stat s;
+	int tries;
+	__u32 h;
+
+	ASSERT_EQ(0, lpu_txn_configure(self->fd, variant->flavor,
+				       LPU_TXN_LIMIT_SMALL));
+	for (tries = 0; tries < LPU_TXN_STALL_TRIES; tries++) {
+		struct txn_bg c = { .fd = self->fd, .op = TXN_BG_COMMIT };
+		struct txn_bg b;
+
+		ASSERT_EQ(0, lpu_txn_start(self->fd, &h, NULL));
+		cost = txn_lock_and_measure(self->fd, &c);
+		ASSERT_LT(0, cost);
+		/* Three times the drain it waits out. */
+		txn_wait_run(&b, self->fd, 3 * wait_s, cost);
+		ASSERT_EQ(0, txn_bg_start(&b));
+		usleep(LPU_TXN_WAIT_MS * 1000);
+		t_stop = now_s();
+		EXPECT_EQ(0, lpu_txn_stop(self->fd, h));
+		txn_bg_join(&c);
+		txn_bg_join(&b);
+		ASSERT_EQ(0, c.ret);
+		ASSERT_EQ(0, b.ret);
+		ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
+		at_least = txn_wait_at_least(&b, &c, t_stop);
+		TH_LOG("%s: waited %.1f ms, at least %.1f ms; %llu refusals",
+		       txn_flavor_names[variant->flavor], s.max_wait_ns / 1e6,
+		       at_least * 1e3, (unsigned long long)b.run.failed);
+		/* Met: the loop outlasted the COMMIT, begun well before. */
+		if (at_least < wait_s / 2)
+			continue;
+		EXPECT_LE(at_least * 1e9, (double)s.max_wait_ns)
+			TH_LOG("the START's clock started after its first try");
+		EXPECT_GE((c.t_ret - b.t_call) * 1e9, (double)s.max_wait_ns);
+		break;
+	}
+	EXPECT_LE(wait_s / 2, at_least)
+		TH_LOG("no RUN outlasted the COMMIT, begun well before");
+	expect_txn_idle(_metadata, self->fd);
+	EXPECT_EQ(0, txn_still_works(self->fd));
+}
+
+/*
+ * Racing STARTs leave the longest wait, as racing MAX ops leave the
+ * largest operand. Two RUN loops wait through one COMMIT: A from
+ * LPU_TXN_WAIT_MS before B, on the committer's CPU, B on a CPU of its
+ * own. LP_DELAY_TXN_DRAIN_QUEUED holds j_state_lock exclusive while the
+ * drain reads t_updates at zero; B queues on it and is first into
+ * update_t_max_wait() once the committer unlocks, and A follows as soon
+ * as the committer leaves its CPU. LP_DELAY_TXN_MAX_WAIT_READ stalls each
+ * between its read of t_max_wait and its store, so A reads the value B
+ * read, and B's store lands before A's. TXN_ATOMIC's cmpxchg loop retries
+ * A's store that lost, and TXN_HANDLE_LOCK's lock lets one read at a
+ * time: either way t_max_wait ends at least A's wait (bounded as above),
+ * where B waited about a stall and a wakeup. A raise tried once keeps
+ * B's wait. TXN_ATOMIC runs until two rounds met (A outlasted the
+ * COMMIT, begun well before the STOP), TXN_HANDLE_LOCK, whose lock no
+ * raise can get around, until one did; each gets two more rounds.
+ */
+#define LPU_TXN_MAX_STALL_US	20000
+#define LPU_TXN_MAX_MET		2	/* TXN_ATOMIC's rounds that must meet */
+
+TEST_F_TIMEOUT(txn, racing_starts_leave_the_longest_wait, LPU_SLOW_TIMEOUT)
+{
+	const __u32 points = 1u << LP_DELAY_TXN_DRAIN_QUEUED |
+			     1u << LP_DELAY_TXN_MAX_WAIT_READ;
+	const double wait_s = LPU_TXN_WAIT_MS / 1000.0;
+	int need = variant->flavor == LP_TXN_ATOMIC ? LPU_TXN_MAX_MET : 1;
+	double cost, at_least, t_stop;
+	struct lp_txn_stat s;
+	int round, met = 0;
+	__u32 h;
+
+	if (txn_lacks_points(&self->id, points))
+		SKIP(return, "%s has no delay points (not a debug kernel)",
+		     variant->module);
+	ASSERT_LE(2, nr_cpus());
+	ASSERT_EQ(0, lpu_txn_configure(self->fd, variant->flavor,
+				       LPU_TXN_LIMIT_SMALL));
+	for (round = 0; round < need + 2 && met < need; round++) {
+		struct txn_bg c = {
+			.fd = self->fd, .op = TXN_BG_COMMIT, .pin = true,
+		};
+		struct txn_bg a, b;
+
+		ASSERT_EQ(0, lpu_txn_start(self->fd, &h, NULL));
+		ASSERT_EQ(0, txn_stall(self->fd, points, LPU_TXN_MAX_STALL_US));
+		cost = txn_lock_and_measure(self->fd, &c);
+		ASSERT_LT(0, cost);
+		/* A outlasts the COMMIT, stalls included, 3 times over, B twice. */
+		txn_wait_run(&a, self->fd, 3 * (2 * wait_s + 0.03), cost);
+		txn_wait_run(&b, self->fd, 2 * (wait_s + 0.03), cost);
+		a.pin = true;
+		b.pin = true;
+		b.cpu = 1;
+		ASSERT_EQ(0, txn_bg_start(&a));
+		usleep(LPU_TXN_WAIT_MS * 1000);
+		ASSERT_EQ(0, txn_bg_start(&b));
+		usleep(LPU_TXN_WAIT_MS * 1000);
+		t_stop = now_s();
+		EXPECT_EQ(0, lpu_txn_stop(self->fd, h));
+		txn_bg_join(&c);
+		txn_bg_join(&a);
+		txn_bg_join(&b);
+		ASSERT_EQ(0, txn_stall(self->fd, 0, 0));
+		ASSERT_EQ(0, c.ret);
+		ASSERT_EQ(0, a.ret);
+		ASSERT_EQ(0, b.ret);
+		ASSERT_EQ(0, lpu_txn_stat(self->fd, &s));
+		at_least = txn_wait_at_least(&a, &c, t_stop);
+		TH_LOG("%s round %d: max %.1f ms, A waited at least %.1f ms, B at most %.1f ms",
+		       txn_flavor_names[variant->flavor], round,
+		       s.max_wait_ns / 1e6, at_least * 1e3,
+		       (c.t_ret - b.t_call) * 1e3);
+		/* Met: A began well before the STOP and outlasted the COMMIT. */
+		if (at_least < wait_s)
+			continue;
+		met++;
+		EXPECT_LE(at_least * 1e9, (double)s.max_wait_ns)
+			TH_LOG("round %d lost the longest wait", round);
+		EXPECT_GE((c.t_ret - a.t_call) * 1e9, (double)s.max_wait_ns);
+	}
+	EXPECT_LE(need, met) TH_LOG("A outlasted the COMMIT in %d rounds", met);
+	expect_txn_idle(_metadata, self->fd);
+	EXPECT_EQ(0, txn_still_works(self->fd));
 }
 
 /* ---- allocation failure: the sweep of lockless_test.h -------------- */

@@ -826,6 +826,11 @@ struct lp_txn_stat {
  *			       the limit is checked (and the add undone)
  * @LP_DELAY_TXN_DRAIN_QUEUED: COMMIT's drain, queued on the wait queue,
  *			       before it reads t_updates
+ * @LP_DELAY_TXN_MAX_WAIT_READ: START's update of t_max_wait, the
+ *				maximum read and found below this START's
+ *				wait, before it is raised (TXN_HANDLE_LOCK:
+ *				under t_handle_lock; TXN_ATOMIC: before each
+ *				cmpxchg)
  * @LP_DELAY_COUNT: the number of points
  *
  * A window that lasts a few instructions is never hit under TCG; a race
@@ -846,6 +851,7 @@ enum lp_delay_point {
 	LP_DELAY_TXN_EXTEND_LOCKED	= 8,
 	LP_DELAY_TXN_EXTEND_ADDED	= 9,
 	LP_DELAY_TXN_DRAIN_QUEUED	= 10,
+	LP_DELAY_TXN_MAX_WAIT_READ	= 11,
 	LP_DELAY_COUNT
 };
 
