@@ -10,8 +10,10 @@
 #include <linux/bits.h>
 #include <linux/delay.h>
 #include <linux/kref.h>
+#include <linux/ktime.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
+#include <linux/processor.h>
 #include <linux/refcount.h>
 #include <linux/rwsem.h>
 #include <linux/spinlock.h>
@@ -286,18 +288,19 @@ static inline void lp_delay(struct lp_arena *arena, unsigned int point)
  * @point: an enum lp_delay_point, reached under a spinlock or rwlock, or
  *	   inside an RCU read-side section
  *
- * Busy-waits instead of sleeping, one millisecond of udelay() at a time
- * (udelay() takes at most MAX_UDELAY_MS).
+ * Busy-waits on the monotonic clock instead of sleeping. Not udelay():
+ * under TCG its calibration fails on secondary vCPUs, and a stall ran half
+ * or twice what was asked.
  */
 static inline void lp_delay_atomic(struct lp_arena *arena, unsigned int point)
 {
-	u32 usecs;
+	u64 end;
 
 	if (!lp_delay_on(arena, point))
 		return;
-	usecs = READ_ONCE(arena->delay_usecs);
-	mdelay(usecs / USEC_PER_MSEC);
-	udelay(usecs % USEC_PER_MSEC);
+	end = ktime_get_ns() + (u64)READ_ONCE(arena->delay_usecs) * NSEC_PER_USEC;
+	while (ktime_get_ns() < end)
+		cpu_relax();
 }
 
 /*

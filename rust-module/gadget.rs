@@ -111,19 +111,20 @@ impl Delay {
     }
 
     /// `lp_delay_atomic()`: [`Delay::stall`] for a point reached in atomic context
-    /// (a spinlock or rwlock held, an RCU read-side section), which busy-waits
-    /// instead of sleeping, one millisecond of `udelay()` at a time (`udelay()`
-    /// takes at most `MAX_UDELAY_MS`).
+    /// (a spinlock or rwlock held, an RCU read-side section), which busy-waits on
+    /// the monotonic clock instead of sleeping. Not `udelay()`: under TCG its
+    /// calibration fails on secondary vCPUs, and a stall ran half or twice what
+    /// was asked.
     #[inline]
     pub(crate) fn stall_atomic(&self, point: u32) {
-        use kernel::time::{delay::udelay, Delta};
+        use kernel::time::{Delta, Instant, Monotonic};
 
         if self.on(point) {
-            let usecs = self.usecs.load(Relaxed);
-            for _ in 0..usecs / 1000 {
-                udelay(Delta::from_millis(1));
+            let stall = Delta::from_micros(i64::from(self.usecs.load(Relaxed)));
+            let start = Instant::<Monotonic>::now();
+            while start.elapsed() < stall {
+                kernel::processor::cpu_relax();
             }
-            udelay(Delta::from_micros(i64::from(usecs % 1000)));
         }
     }
 }
