@@ -434,7 +434,10 @@ def blank_delays(body, rust):
     pat = RUST_DELAY if rust else C_DELAY
     for m in list(pat.finditer(body)) + [c for c in ANY_CALL.finditer(body)]:
         close = match_close(body, m.end() - 1, "(", ")")
-        if pat.match(body, m.start()) or DELAY_POINT.search(body[m.end():close]):
+        args = body[m.end():close]
+        # A call whose arguments hold a block (a closure) is not a stall:
+        # the stall is a call inside the block, blanked on its own.
+        if pat.match(body, m.start()) or (DELAY_POINT.search(args) and "{" not in args):
             spans.append((m.start(), close + 1))
     out, last = [], 0
     for a, b in sorted(spans):
