@@ -1351,11 +1351,10 @@ TEST_F(dev, tryget_found_gadget_outlives_its_final_put)
  * Rust's for the TRYGET's hold of the arena's config: either way the
  * CONFIGURE returns only after the TRYGET's stall, whose lookup comes
  * before the NEW and finds nothing. Without that wait, the CONFIGURE
- * returns at once; and if the TRYGET's lookup then lands between the NEW
- * and the put, it finds the new gadget, stalls again (TRYGET_FOUND), and
- * the put frees it at once, as LOCK mode does, before its increment:
- * KASAN. (How long a busy-wait stall lasts under TCG varies, so the
- * second outcome is not certain; the first is.)
+ * returns at once, the TRYGET's lookup lands between the NEW and the
+ * put, finds the new gadget and stalls again (TRYGET_FOUND), and the put
+ * frees it at once, as LOCK mode does, before its increment: KASAN, or
+ * at least the CONFIGURE's early return.
  */
 static void *wd_switch_racer(void *arg)
 {
