@@ -250,16 +250,20 @@ struct lp_arena {
 	u32 delay_usecs;
 };
 
-/* The enum lp_delay_point values LP_IOC_DELAY accepts in this build. */
+/*
+ * The enum lp_delay_point values LP_IOC_DELAY accepts in this build: all
+ * where the kernel can inject faults (the debug kinds), none in the perf
+ * kernels make bench counts on (they have CONFIG_DEBUG_KERNEL too).
+ */
 #define LP_DELAY_POINTS \
-	(IS_ENABLED(CONFIG_DEBUG_KERNEL) ? BIT(LP_DELAY_COUNT) - 1 : 0)
+	(IS_ENABLED(CONFIG_FAULT_INJECTION) ? BIT(LP_DELAY_COUNT) - 1 : 0)
 
 /**
  * lp_delay_on() - whether the arena's race test stalls at @point
  * @arena: the arena
  * @point: an enum lp_delay_point
  *
- * Return: false, always, without CONFIG_DEBUG_KERNEL.
+ * Return: false, always, without CONFIG_FAULT_INJECTION.
  */
 static inline bool lp_delay_on(struct lp_arena *arena, unsigned int point)
 {
@@ -273,7 +277,7 @@ static inline bool lp_delay_on(struct lp_arena *arena, unsigned int point)
  *
  * Widens a window of a few instructions to LP_IOC_DELAY's stall, so that
  * a race test meets it under TCG. Compiled out without
- * CONFIG_DEBUG_KERNEL (the perf kernels make bench counts on).
+ * CONFIG_FAULT_INJECTION (the perf kernels make bench counts on).
  */
 static inline void lp_delay(struct lp_arena *arena, unsigned int point)
 {

@@ -59,8 +59,8 @@ use crate::uapi;
 pub(crate) static LIVE_GADGETS: Atomic<i64> = Atomic::new(0);
 
 /// The `enum lp_delay_point` values LP_IOC_DELAY accepts in this build
-/// (IDENTIFY's `delay_points`): all, but without `CONFIG_DEBUG_KERNEL`.
-pub(crate) const DELAY_POINTS: u32 = if cfg!(CONFIG_DEBUG_KERNEL) {
+/// (IDENTIFY's `delay_points`): all, but without `CONFIG_FAULT_INJECTION`.
+pub(crate) const DELAY_POINTS: u32 = if cfg!(CONFIG_FAULT_INJECTION) {
     (1 << uapi::LP_DELAY_COUNT) - 1
 } else {
     0
@@ -92,7 +92,7 @@ impl Delay {
     }
 
     /// `lp_delay_on()`: whether the race test stalls at `point`; `false`, always,
-    /// without `CONFIG_DEBUG_KERNEL`.
+    /// without `CONFIG_FAULT_INJECTION`.
     #[inline]
     pub(crate) fn on(&self, point: u32) -> bool {
         DELAY_POINTS & self.points.load(Relaxed) & (1 << point) != 0
@@ -101,7 +101,7 @@ impl Delay {
     /// `lp_delay()`: stalls here if the race test asked for it, at `point`, an
     /// `enum lp_delay_point` reached where the caller may sleep. Widens a window
     /// of a few instructions so that a race test meets it under TCG. Compiled out
-    /// without `CONFIG_DEBUG_KERNEL` (the perf kernels make bench counts on).
+    /// without `CONFIG_FAULT_INJECTION` (the perf kernels make bench counts on).
     #[inline]
     pub(crate) fn stall(&self, point: u32) {
         if self.on(point) {

@@ -340,7 +340,7 @@ enum lp_txn_state {
  * @txn_flavors: bitmask of implemented enum lp_txn_flavor values
  * @registries: bitmask of implemented enum lp_registry values
  * @delay_points: bitmask of the enum lp_delay_point values LP_IOC_DELAY
- *		  accepts (0 but in a CONFIG_DEBUG_KERNEL build)
+ *		  accepts (0 but in a CONFIG_FAULT_INJECTION build)
  * @reserved: must be zero
  *
  * The three live counters count allocations, not what userspace can see:
@@ -865,7 +865,7 @@ enum lp_delay_point {
  * @reserved: must be zero
  *
  * Not part of the contract: built only into modules made against a
- * CONFIG_DEBUG_KERNEL kernel (IDENTIFY's delay_points says which points;
+ * CONFIG_FAULT_INJECTION kernel (IDENTIFY's delay_points says which points;
  * 0: none), off in a new arena, for the race tests alone. Every thread of
  * the arena that reaches a point in @points stalls @usecs there.
  * Errors: -EFAULT, -EINVAL (reserved, a point outside IDENTIFY's
