@@ -267,7 +267,9 @@ struct lp_arena {
  */
 static inline bool lp_delay_on(struct lp_arena *arena, unsigned int point)
 {
-	return LP_DELAY_POINTS & READ_ONCE(arena->delay_points) & BIT(point);
+	/* The constant first: READ_ONCE() is a volatile load, never elided. */
+	return (LP_DELAY_POINTS & BIT(point)) &&
+	       (READ_ONCE(arena->delay_points) & BIT(point));
 }
 
 /**

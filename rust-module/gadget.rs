@@ -95,7 +95,8 @@ impl Delay {
     /// without `CONFIG_FAULT_INJECTION`.
     #[inline]
     pub(crate) fn on(&self, point: u32) -> bool {
-        DELAY_POINTS & self.points.load(Relaxed) & (1 << point) != 0
+        // The constant first: `load()` is a volatile read, never elided.
+        DELAY_POINTS & (1 << point) != 0 && self.points.load(Relaxed) & (1 << point) != 0
     }
 
     /// `lp_delay()`: stalls here if the race test asked for it, at `point`, an
