@@ -24,8 +24,8 @@ use kernel::{
 
 use crate::{
     gadget::{
-        self, Delay, Flavor, GadgetRef, Gadgets, KrefLock, KrefMutex, KrefRwsem, Locked, Lockless,
-        RegLock, RegRcu, WeakCmpxchg,
+        self, Delay, DelayRef, Flavor, GadgetRef, Gadgets, KrefLock, KrefMutex, KrefRwsem, Locked,
+        Lockless, RegLock, RegRcu, WeakCmpxchg,
     },
     txn::{Txn, TxnHandle},
     uapi,
@@ -205,20 +205,20 @@ pub(crate) struct AllTyped {
 }
 
 impl AllTyped {
-    /// Every `Typed<F>` empty, their gadgets pointing to `delays`, the arena's.
-    fn new(delays: NonNull<Delay>) -> impl PinInit<Self, Error> {
+    /// Every `Typed<F>` empty, their gadgets each given a `delays()`, the arena's.
+    fn new(delays: impl Fn() -> DelayRef) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
-            locked <- Typed::new(delays),
-            lockless_lock <- Typed::new(delays),
-            lockless_rcu <- Typed::new(delays),
-            weak_cmpxchg_lock <- Typed::new(delays),
-            weak_cmpxchg_rcu <- Typed::new(delays),
-            kref_mutex_lock <- Typed::new(delays),
-            kref_mutex_rcu <- Typed::new(delays),
-            kref_lock_lock <- Typed::new(delays),
-            kref_lock_rcu <- Typed::new(delays),
-            kref_rwsem_lock <- Typed::new(delays),
-            kref_rwsem_rcu <- Typed::new(delays),
+            locked <- Typed::new(delays()),
+            lockless_lock <- Typed::new(delays()),
+            lockless_rcu <- Typed::new(delays()),
+            weak_cmpxchg_lock <- Typed::new(delays()),
+            weak_cmpxchg_rcu <- Typed::new(delays()),
+            kref_mutex_lock <- Typed::new(delays()),
+            kref_mutex_rcu <- Typed::new(delays()),
+            kref_lock_lock <- Typed::new(delays()),
+            kref_lock_rcu <- Typed::new(delays()),
+            kref_rwsem_lock <- Typed::new(delays()),
+            kref_rwsem_rcu <- Typed::new(delays()),
         })
     }
 }
@@ -396,7 +396,7 @@ impl<T> Handles<T> {
 
 impl<F: Flavor> Typed<F> {
     /// An empty `Typed<F>`, its ids from 1, at most `LP_MAX_GADGETS` gadgets.
-    fn new(delays: NonNull<Delay>) -> impl PinInit<Self, Error> {
+    fn new(delays: DelayRef) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             gadgets <- Gadgets::new(delays),
             handles <- new_mutex!(Handles::new(), "lp_arena.handles_lock"),
@@ -479,7 +479,7 @@ impl Arena {
         try_pin_init!(&this in Self {
             configured: Atomic::new(false),
             config <- new_rwsem!(Choice::Locked, "lp_arena.config_rwsem"),
-            typed <- AllTyped::new(Self::delays_of(this)),
+            typed <- AllTyped::new(|| Self::delays_of(this)),
             delays: Delay::new(),
             var: Atomic::new(0),
             max_wait: Atomic::new(0),
@@ -489,32 +489,34 @@ impl Arena {
             racy_marked: Atomic::new(0),
             racy_locked <- new_spinlock!(0, "lp_arena.racy_lock"),
             atomic_ctx <- new_spinlock!((), "lp_arena.atomic_ctx"),
-            txn <- Txn::init(),
+            txn <- Txn::init(Self::delays_of(this)),
             txn_handles <- new_mutex!(Handles::new(), "lp_arena.txn_handles_lock"),
         })
     }
 
-    /// The address of `this` arena's `delays`, for its gadgets to point to: the
-    /// same allocation, so it outlives them.
-    fn delays_of(this: NonNull<Self>) -> NonNull<Delay> {
+    /// A [`DelayRef`] to `this` arena's `delays`, for its gadgets and its
+    /// transaction: C's `container_of()` to the arena.
+    fn delays_of(this: NonNull<Self>) -> DelayRef {
         // SAFETY: `this` points to an arena's allocation (being initialised, in
         // `Arena::new()`): the projection stays in bounds, and `&raw const`
         // takes the field's address without reading it or making a reference,
         // so the field may be uninitialised yet. The address is not null, as
         // `this` is not.
-        unsafe { NonNull::new_unchecked((&raw const (*this.as_ptr()).delays).cast_mut()) }
+        let delays =
+            unsafe { NonNull::new_unchecked((&raw const (*this.as_ptr()).delays).cast_mut()) };
+        // SAFETY: `delays` is a field of the same arena as the gadgets and the
+        // transaction that hold the `DelayRef`: it is initialised with the arena,
+        // before the arena is handed out and any part of it runs, and it lives in
+        // the same allocation, freed after every part is dropped. The arena is
+        // pinned and only ever shared until its drop, which borrows it mutably
+        // after every use of its parts ([`Arena::release_handles`]).
+        unsafe { DelayRef::new(delays) }
     }
 
     /// `lp_delay()`: [`Delay::stall`] on the arena's knob, at `point`.
     #[inline]
     pub(crate) fn delay(&self, point: u32) {
         self.delays.stall(point);
-    }
-
-    /// `lp_delay_atomic()`: [`Delay::stall_atomic`] on the arena's knob.
-    #[inline]
-    pub(crate) fn delay_atomic(&self, point: u32) {
-        self.delays.stall_atomic(point);
     }
 
     /// `lp_txn_handle_get()`: resolves a transaction `handle` and takes a reference

@@ -36,7 +36,7 @@ use crate::{
     arena::{self, with_typed, Arena, Choice, Typed, LIVE_ARENAS, LIVE_HANDLES},
     gadget::{self, Flavor, Gadget, GadgetRef, Registry, DELAY_POINTS, LIVE_GADGETS},
     rmw,
-    txn::TxnHandle,
+    txn::{Txn, TxnHandle},
     uapi,
 };
 
@@ -349,12 +349,12 @@ fn lp_run_id<F: Flavor>(t: &Typed<F>, r: &uapi::lp_run) -> u64 {
 /// `lp_run_txn_start()`: starts a handle of `nblocks` credits, or keeps, in
 /// `retry_ts`, when the refused START began, for the retry (see [`RunTxn`]).
 fn lp_run_txn_start(
-    arena: &Arena,
+    txn: &Txn,
     retry_ts: &mut Option<Instant<Monotonic>>,
     nblocks: u32,
 ) -> Result<TxnHandle> {
     let ts = *retry_ts.get_or_insert_with(Instant::now);
-    let ret = arena.txn.start(arena, nblocks, ts);
+    let ret = txn.start(nblocks, ts);
     if ret.is_ok() {
         *retry_ts = None;
     }
@@ -368,9 +368,9 @@ fn lp_run_txn_start(
 fn lp_run_txn_start_stop(t: &mut RunTxn<'_>, r: &mut uapi::lp_run) -> Result<u32> {
     // `lp_run()` checked `value`: 0..=LP_TXN_CREDITS_MAX.
     let nblocks = u32::try_from(r.value).map_err(|_| EINVAL)?;
-    match lp_run_txn_start(t.arena, &mut t.retry_ts, nblocks) {
+    match lp_run_txn_start(t.txn, &mut t.retry_ts, nblocks) {
         Ok(h) => {
-            t.arena.txn.stop(h);
+            t.txn.stop(h);
             Ok(1)
         }
         Err(e) if e == EAGAIN || e == ENOSPC => {
@@ -390,12 +390,11 @@ fn lp_run_txn_start_stop(t: &mut RunTxn<'_>, r: &mut uapi::lp_run) -> Result<u32
 fn lp_run_txn_extend(t: &mut RunTxn<'_>, r: &mut uapi::lp_run) -> Result<u32> {
     // `lp_run()` checked `value`: 1..=LP_TXN_CREDITS_MAX.
     let nblocks = u32::try_from(r.value).map_err(|_| EINVAL)?;
-    let RunTxn { arena, h, retry_ts } = t;
-    let arena: &Arena = arena;
-    let txn = &arena.txn;
+    let RunTxn { txn, h, retry_ts } = t;
+    let txn: &Txn = txn;
     let handle = match h {
         Some(handle) => handle,
-        None => match lp_run_txn_start(arena, retry_ts, 0) {
+        None => match lp_run_txn_start(txn, retry_ts, 0) {
             Ok(new) => h.insert(new),
             Err(e) if e == EAGAIN => {
                 r.failed += 1;
@@ -404,7 +403,7 @@ fn lp_run_txn_extend(t: &mut RunTxn<'_>, r: &mut uapi::lp_run) -> Result<u32> {
             Err(e) => return Err(e),
         },
     };
-    match txn.extend(arena, handle, nblocks) {
+    match txn.extend(handle, nblocks) {
         Ok(_) => {
             txn.unextend(handle, nblocks);
             Ok(1)
@@ -430,7 +429,7 @@ fn lp_run_txn_extend(t: &mut RunTxn<'_>, r: &mut uapi::lp_run) -> Result<u32> {
 /// once and keeps it across its retries, so that `t_max_wait` sees the whole
 /// wait.
 struct RunTxn<'a> {
-    arena: &'a Arena,
+    txn: &'a Txn,
     h: Option<TxnHandle>,
     retry_ts: Option<Instant<Monotonic>>,
 }
@@ -438,7 +437,7 @@ struct RunTxn<'a> {
 impl Drop for RunTxn<'_> {
     fn drop(&mut self) {
         if let Some(h) = self.h.take() {
-            self.arena.txn.stop(h);
+            self.txn.stop(h);
         }
     }
 }
@@ -623,7 +622,7 @@ fn lp_run_typed<F: Flavor>(arena: &Arena, typed: &Typed<F>, r: &mut uapi::lp_run
     r.broken = 0;
     let mut completed = 0u64;
     let mut t = RunTxn {
-        arena,
+        txn: &arena.txn,
         h: None,
         retry_ts: None,
     };
@@ -686,7 +685,7 @@ fn lp_txn_start_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
             return Err(e);
         }
     };
-    let h = match arena.txn.start(arena, s.nblocks, ts) {
+    let h = match arena.txn.start(s.nblocks, ts) {
         Ok(h) => h,
         Err(e) => {
             arena.txn_handle_release(handle);
@@ -732,7 +731,7 @@ fn lp_txn_extend_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
         // Dropped in reverse: the entry's unlock, then its reference.
         let mut running = entry.lock();
         let h = (*running).as_mut().ok_or(EBADF)?;
-        a.credits = arena.txn.extend(arena, h, a.nblocks)?;
+        a.credits = arena.txn.extend(h, a.nblocks)?;
         a.granted = h.credits;
     }
     write_back(writer, &a)
@@ -746,7 +745,7 @@ fn lp_txn_commit_ioctl(arena: &Arena, arg: UserPtr) -> Result<isize> {
         return Err(EINVAL);
     }
     check_writable(arg, &c)?;
-    arena.txn.commit(arena, c.timeout_ms, &mut c)?;
+    arena.txn.commit(c.timeout_ms, &mut c)?;
     write_back(writer, &c)
 }
 

@@ -130,6 +130,46 @@ impl Delay {
     }
 }
 
+/// Where what an arena owns (its [`Gadgets`], its transaction) finds the
+/// arena's [`Delay`]: C's `container_of()` to the arena, as a shared reference
+/// without a lifetime, since the arena and what it owns are initialised in
+/// place together. Not `Clone`: it stays in the arena's allocation.
+///
+/// # Invariants
+///
+/// Points to a [`Delay`], initialised before [`DelayRef::get`] is first called,
+/// that outlives `self` and is never borrowed mutably.
+pub(crate) struct DelayRef(NonNull<Delay>);
+
+// SAFETY: A `DelayRef` only lends shared references to a `Delay`, which is
+// `Sync` (two atomics) and outlives it (type invariant).
+unsafe impl Send for DelayRef {}
+// SAFETY: As above.
+unsafe impl Sync for DelayRef {}
+
+impl DelayRef {
+    /// A `DelayRef` to `delays`.
+    ///
+    /// # Safety
+    ///
+    /// `delays` points to a [`Delay`] that is initialised before the returned
+    /// value's [`DelayRef::get`] is first called, outlives that value and is
+    /// never borrowed mutably.
+    pub(crate) unsafe fn new(delays: NonNull<Delay>) -> Self {
+        // INVARIANT: As the caller guarantees.
+        Self(delays)
+    }
+
+    /// The arena's LP_IOC_DELAY knob.
+    #[inline]
+    pub(crate) fn get(&self) -> &Delay {
+        // SAFETY: By the type invariant, `self.0` points to an initialised
+        // `Delay` that outlives `self`, so it outlives the returned borrow of
+        // `self`, and nothing borrows it mutably.
+        unsafe { self.0.as_ref() }
+    }
+}
+
 /// A registry mode (`enum lp_registry`), as a type: how a gadget that TRYGET
 /// found stays allocated while it takes a count, and so how a released gadget
 /// is freed.
@@ -583,10 +623,6 @@ pub(crate) struct GadgetsLock {
 /// its gadgets, and all that a gadget knows of its arena. The arena (`arena.rs`)
 /// holds one, chosen by CONFIGURE; gadgets point to it, not to the arena, so this
 /// file needs nothing of `arena.rs`.
-///
-/// # Invariants
-///
-/// `delays` points to a [`Delay`] that outlives `self`.
 #[pin_data]
 pub(crate) struct Gadgets<F: Flavor> {
     /// The article v1 "gadgets_lock": LOCKED's counts.
@@ -612,20 +648,13 @@ pub(crate) struct Gadgets<F: Flavor> {
     /// sees each freed gadget in `created` too.
     pub(crate) freed: Atomic<u64>,
     /// The arena's LP_IOC_DELAY knob ([`Gadgets::delays`]).
-    delays: NonNull<Delay>,
+    delays: DelayRef,
 }
-
-// SAFETY: Every field is thread-safe but `delays`, which only lends a shared
-// reference to a `Delay`, itself `Sync` (atomics), that outlives `self` (type
-// invariant).
-unsafe impl<F: Flavor> Send for Gadgets<F> {}
-// SAFETY: As above.
-unsafe impl<F: Flavor> Sync for Gadgets<F> {}
 
 impl<F: Flavor> Gadgets<F> {
     /// An arena's gadgets of flavor `F`, none yet, stalling at the points of
-    /// `delays`, which must outlive them.
-    pub(crate) fn new(delays: NonNull<Delay>) -> impl PinInit<Self, Error> {
+    /// `delays`.
+    pub(crate) fn new(delays: DelayRef) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             lock <- new_mutex!(GadgetsLock { _not_zero_sized: 0 }, "lp_arena.lock"),
             roots <- Kids::new(),
@@ -642,9 +671,7 @@ impl<F: Flavor> Gadgets<F> {
     /// The arena's LP_IOC_DELAY knob.
     #[inline]
     pub(crate) fn delays(&self) -> &Delay {
-        // SAFETY: `Arena::new()` points `delays` to the arena's own, which
-        // outlives the arena's `Gadgets` and is only ever shared.
-        unsafe { self.delays.as_ref() }
+        self.delays.get()
     }
 
     /// Live gadgets, published or not (CONFIGURE's `EBUSY`).

@@ -34,7 +34,7 @@ use kernel::{
     time::{msecs_to_jiffies, Instant, Monotonic},
 };
 
-use crate::{arena::Arena, uapi};
+use crate::{gadget::DelayRef, uapi};
 
 /// What `j_state_lock` protects: the fields jbd2 writes only under
 /// `write_lock(j_state_lock)`, read under either side.
@@ -97,6 +97,8 @@ pub(crate) struct Txn {
     overshoots: Atomic<u64>,
     /// The largest `t_outstanding_credits` an adder found.
     credits_hwm: Atomic<i32>,
+    /// The arena's LP_IOC_DELAY knob (C's `lp_txn_arena()`).
+    delays: DelayRef,
 }
 
 /// `enum lp_txn_flavor` of the code before the patch: the transaction spinlock.
@@ -106,8 +108,9 @@ fn is_locked(state: &TxnState) -> bool {
 
 impl Txn {
     /// `lp_txn_init()`: a new arena's transaction: TXN_HANDLE_LOCK with
-    /// `LP_TXN_CREDITS_DEFAULT` credits, running, tid 0.
-    pub(crate) fn init() -> impl PinInit<Self> {
+    /// `LP_TXN_CREDITS_DEFAULT` credits, running, tid 0, stalling at the points
+    /// of `delays`, the arena's.
+    pub(crate) fn init(delays: DelayRef) -> impl PinInit<Self> {
         pin_init!(Self {
             j_state_lock <- new_rwlock!(
                 TxnState {
@@ -129,6 +132,7 @@ impl Txn {
             late_starts: Atomic::new(0),
             overshoots: Atomic::new(0),
             credits_hwm: Atomic::new(0),
+            delays,
         })
     }
 
@@ -154,9 +158,8 @@ impl Txn {
     /// (`fetch_add(Full)`), then `atomic_sub()` to take the request back when the
     /// sum is over the limit. Returns the sum with this request added, or
     /// `ENOSPC` (nothing added then). `state` is the shared `j_state_lock` guard;
-    /// the transaction is running. `arena` is the one it belongs to, whose race
-    /// test may stall it between the add and the check
-    /// (`LP_DELAY_TXN_EXTEND_ADDED`; C finds it with `container_of()`).
+    /// the transaction is running. The arena's race test may stall it between
+    /// the add and the check (`LP_DELAY_TXN_EXTEND_ADDED`).
     ///
     /// START calls it with no transaction spinlock in either flavor, as jbd2 did
     /// before the patch too; TXN_HANDLE_LOCK's EXTEND holds `t_handle_lock` around
@@ -171,12 +174,7 @@ impl Txn {
     /// between the add and the undo, under `read_lock()`, preemption off: at most
     /// one per CPU. The sum stays below (`NR_CPUS` + 1) * 2^20, and a sum that
     /// wrapped below zero would be refused all the same.
-    fn add_transaction_credits(
-        &self,
-        arena: &Arena,
-        state: &TxnState,
-        nblocks: u32,
-    ) -> Result<i32> {
+    fn add_transaction_credits(&self, state: &TxnState, nblocks: u32) -> Result<i32> {
         let max = state.j_max_transaction_buffers;
         // `max` > 0, so a `nblocks` that passes fits an `i32`.
         let n = match i32::try_from(nblocks) {
@@ -187,7 +185,9 @@ impl Txn {
             .t_outstanding_credits
             .fetch_add(n, Full)
             .wrapping_add(n);
-        arena.delay_atomic(uapi::LP_DELAY_TXN_EXTEND_ADDED);
+        self.delays
+            .get()
+            .stall_atomic(uapi::LP_DELAY_TXN_EXTEND_ADDED);
         self.note_found(state, wanted.wrapping_sub(n));
         if wanted < 0 || wanted > max {
             self.t_outstanding_credits.fetch_sub(n, Relaxed);
@@ -206,9 +206,9 @@ impl Txn {
     /// `while (old < new) old = cmpxchg(...)`; the cmpxchg is fully ordered and
     /// returns what it found, so the loop ends once the maximum is at least `new`,
     /// whoever stored it (litmus `jbd2-max-spinlock.litmus` and
-    /// `jbd2-max-cmpxchg.litmus`, the same loops). `arena`'s race test may stall
-    /// it between the read and the store (`LP_DELAY_TXN_MAX_WAIT_READ`).
-    fn update_max_wait(&self, arena: &Arena, state: &TxnState, ts: Instant<Monotonic>) {
+    /// `jbd2-max-cmpxchg.litmus`, the same loops). The arena's race test may
+    /// stall it between the read and the store (`LP_DELAY_TXN_MAX_WAIT_READ`).
+    fn update_max_wait(&self, state: &TxnState, ts: Instant<Monotonic>) {
         let waited = (state.t_start - ts).as_nanos();
         if waited <= 0 {
             return;
@@ -218,14 +218,18 @@ impl Txn {
         if is_locked(state) {
             let _handle_lock = self.t_handle_lock.lock();
             if newts > self.t_max_wait.load(Relaxed) {
-                arena.delay_atomic(uapi::LP_DELAY_TXN_MAX_WAIT_READ);
+                self.delays
+                    .get()
+                    .stall_atomic(uapi::LP_DELAY_TXN_MAX_WAIT_READ);
                 self.t_max_wait.store(newts, Relaxed);
             }
             return;
         }
         let mut oldts = self.t_max_wait.load(Relaxed);
         while oldts < newts {
-            arena.delay_atomic(uapi::LP_DELAY_TXN_MAX_WAIT_READ);
+            self.delays
+                .get()
+                .stall_atomic(uapi::LP_DELAY_TXN_MAX_WAIT_READ);
             oldts = match self.t_max_wait.cmpxchg(oldts, newts, Full) {
                 Ok(old) | Err(old) => old,
             };
@@ -246,22 +250,16 @@ impl Txn {
     /// nothing; it never counts a handle in a transaction whose drain already saw
     /// zero (commit message 1.b; litmus `jbd2-start-vs-drain.litmus`). The tid is
     /// read again after the increment to count such late starts: it cannot change
-    /// under the read lock, so `late_starts` stays 0. `arena` is the one the
-    /// transaction belongs to ([`Txn::add_transaction_credits`]).
-    pub(crate) fn start(
-        &self,
-        arena: &Arena,
-        nblocks: u32,
-        ts: Instant<Monotonic>,
-    ) -> Result<TxnHandle> {
+    /// under the read lock, so `late_starts` stays 0.
+    pub(crate) fn start(&self, nblocks: u32, ts: Instant<Monotonic>) -> Result<TxnHandle> {
         let state = self.j_state_lock.read();
         if state.t_state != uapi::LP_TXN_RUNNING {
             return Err(EAGAIN);
         }
         if nblocks != 0 {
-            self.add_transaction_credits(arena, &state, nblocks)?;
+            self.add_transaction_credits(&state, nblocks)?;
         }
-        self.update_max_wait(arena, &state, ts);
+        self.update_max_wait(&state, ts);
         let tid = state.t_tid.load(Relaxed);
         self.t_updates.add(1, Relaxed);
         // C's `READ_ONCE()`: `load()` is `atomic64_read()`, a volatile load, so this
@@ -318,18 +316,20 @@ impl Txn {
     /// holds `t_handle_lock` around it, so no other EXTEND sees this one's request
     /// in flight; a START still may, and this EXTEND a START's: `t_handle_lock`
     /// never excluded START's add, which is why the patch could drop it here.
-    /// `arena` is the one the transaction belongs to, whose race test may stall
-    /// it before the credits (`LP_DELAY_TXN_EXTEND_LOCKED`: an ioctl's EXTEND
-    /// holds its handle's entry locked).
-    pub(crate) fn extend(&self, arena: &Arena, h: &mut TxnHandle, nblocks: u32) -> Result<u32> {
+    /// The arena's race test may stall it before the credits
+    /// (`LP_DELAY_TXN_EXTEND_LOCKED`: an ioctl's EXTEND holds its handle's entry
+    /// locked).
+    pub(crate) fn extend(&self, h: &mut TxnHandle, nblocks: u32) -> Result<u32> {
         let state = self.j_state_lock.read();
         if state.t_state != uapi::LP_TXN_RUNNING {
             return Err(EAGAIN);
         }
-        arena.delay_atomic(uapi::LP_DELAY_TXN_EXTEND_LOCKED);
+        self.delays
+            .get()
+            .stall_atomic(uapi::LP_DELAY_TXN_EXTEND_LOCKED);
         // Dropped before `state`: `spin_unlock()`, then `read_unlock()`.
         let _handle_lock = is_locked(&state).then(|| self.t_handle_lock.lock());
-        let wanted = self.add_transaction_credits(arena, &state, nblocks)?;
+        let wanted = self.add_transaction_credits(&state, nblocks)?;
         // A handle holds at most the limit (`LP_TXN_CREDITS_MAX`): no wrap.
         h.credits = h.credits.wrapping_add(nblocks);
         // 0 < `wanted` <= the limit.
@@ -365,13 +365,12 @@ impl Txn {
     /// the task runs again. So the loop goes round once more and checks
     /// `t_updates`, as `wait_event_timeout()` does. The sleep is `TASK_KILLABLE`
     /// ([`prepare_to_wait`]): a fatal signal wakes it and ends the drain
-    /// (the task is dying and never sees `EINTR`). `arena`'s race test may stall
-    /// it between the queueing and the read (`LP_DELAY_TXN_DRAIN_QUEUED`).
+    /// (the task is dying and never sees `EINTR`). The arena's race test may
+    /// stall it between the queueing and the read (`LP_DELAY_TXN_DRAIN_QUEUED`).
     ///
     /// [`prepare_to_wait`]: kernel::sync::WaitEntry::prepare_to_wait
     fn wait_updates(
         &self,
-        arena: &Arena,
         state: &mut RwLockWriteGuard<'_, TxnState>,
         timeout_ms: u32,
         slept: &mut u32,
@@ -383,7 +382,9 @@ impl Txn {
                 let handle_lock = is_locked(state).then(|| self.t_handle_lock.lock());
                 // Queue first, then check: a STOP after this sees us on the queue.
                 wait.prepare_to_wait(WaitState::Killable);
-                arena.delay_atomic(uapi::LP_DELAY_TXN_DRAIN_QUEUED);
+                self.delays
+                    .get()
+                    .stall_atomic(uapi::LP_DELAY_TXN_DRAIN_QUEUED);
                 if self.t_updates.load(Relaxed) == 0 {
                     drop(handle_lock);
                     return Some(Ok(()));
@@ -411,13 +412,7 @@ impl Txn {
     /// and wait_ns. On `ETIMEDOUT` and `EINTR` the transaction runs on,
     /// unchanged. Both waits are killable: a COMMIT queued behind another one's
     /// 10 s drain, or in its own, ends at once on a fatal signal, with `EINTR`.
-    /// `arena` is the one the transaction belongs to ([`Txn::wait_updates`]).
-    pub(crate) fn commit(
-        &self,
-        arena: &Arena,
-        timeout_ms: u32,
-        out: &mut uapi::lp_txn_commit,
-    ) -> Result {
+    pub(crate) fn commit(&self, timeout_ms: u32, out: &mut uapi::lp_txn_commit) -> Result {
         // Dropped in reverse: `write_unlock()`, then `mutex_unlock()`.
         let _commit = self.j_commit_mutex.lock_killable()?;
         let mut state = self.j_state_lock.write();
@@ -429,7 +424,7 @@ impl Txn {
         out.credits = self.t_outstanding_credits.load(Relaxed) as u32;
         out.slept = 0;
         let t0 = Instant::<Monotonic>::now();
-        if let Err(e) = self.wait_updates(arena, &mut state, timeout_ms, &mut out.slept) {
+        if let Err(e) = self.wait_updates(&mut state, timeout_ms, &mut out.slept) {
             state.t_state = uapi::LP_TXN_RUNNING;
             return Err(e);
         }
