@@ -66,7 +66,11 @@ pub(crate) struct TxnHandle {
     pub(crate) credits: u32,
 }
 
-/// An arena's transaction (`struct lp_txn`).
+/// An arena's transaction (`struct lp_txn`). `repr(C)`: C's layout, the state
+/// lock first, at the transaction's own address, as rustc does not keep it:
+/// elsewhere, START and EXTEND pay an address computation and a saved register
+/// for it (`make bench`'s TXN rows).
+#[repr(C)]
 #[pin_data]
 pub(crate) struct Txn {
     /// START and EXTEND take it shared, COMMIT, STAT and CONFIGURE exclusive.
