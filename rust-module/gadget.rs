@@ -110,9 +110,12 @@ impl Delay {
         }
     }
 
-    /// `lp_delay_atomic()`: [`Delay::stall`] for a point reached in atomic context
-    /// (a spinlock or rwlock held, an RCU read-side section), which busy-waits on
-    /// the monotonic clock instead of sleeping. Not `udelay()`: under TCG its
+    /// `lp_delay_atomic()`: [`Delay::stall`] for a point where the caller may not
+    /// sleep (a spinlock or rwlock held, an RCU read-side section), which
+    /// busy-waits on the monotonic clock instead of sleeping: in atomic context,
+    /// or under `PREEMPT_RT`, where such a section is preemptible but sleeping in
+    /// it is still a bug (a sleeping spinlock holds the RCU read lock and
+    /// migration off; `CONFIG_DEBUG_ATOMIC_SLEEP` splats). Not `udelay()`: under TCG its
     /// calibration fails on secondary vCPUs, and a stall ran half or twice what
     /// was asked.
     #[inline]
@@ -937,7 +940,7 @@ pub(crate) fn tryget<F: Flavor>(gadgets: &Gadgets<F>, id: u64) -> Result<GadgetR
 }
 
 /// `lp_gadget_tryget()` but the test of [`published`], which may put the gadget
-/// (a put may sleep): TRYGET_ATOMIC_PUT calls this in atomic context, and
+/// (a put may sleep): TRYGET_ATOMIC_PUT calls this under a spinlock, and
 /// [`published`] after.
 ///
 /// `kvm_debugfs_open()`: the registry entry is a weak reference that no put
