@@ -1314,8 +1314,13 @@ unsafe fn free_box<F: Flavor>(g: GadgetPtr<F>) -> Put<F> {
 /// [`put_cascade`] drops it, after the unlock. A root needs none: its list is
 /// the arena's, which outlives every put. The article's cmpxchg loop
 /// ([`put_weak_cmpxchg`]) needs none either: it unlocks before it decrements.
-/// `spin_unlock()` (KREF_LOCK) is one release store and touches the lock no more
-/// after it, but for `PREEMPT_RT`, where a spinlock sleeps.
+/// Nor does KREF_LOCK ([`put_kref_lock`]): `spin_unlock()` touches the lock no
+/// more after releasing it, also under `PREEMPT_RT`, where a spinlock is an
+/// rtmutex. Under `PREEMPT_RT` `mutex_unlock()` is an rtmutex's too, and no more
+/// touches the lock once another task may take it; the pin stays all the same:
+/// the rule of `mutex-design.rst` is the mutex API's on every kernel, and
+/// `up_write()` of `PREEMPT_RT` still touches the semaphore after readers may
+/// take it.
 ///
 /// That tail lasts a few instructions. With `LP_DELAY_PUT_UNLOCKED` on, the slow
 /// put that did not release stalls after its unlock and then try-locks the
@@ -1438,35 +1443,29 @@ unsafe fn put_kref_mutex<F: Flavor>(
 }
 
 /// `lp_put_kref_lock()`: `kref_put_lock()`, the same with the owner's spinlock
-/// (`refcount_dec_and_lock()`). No pin: `spin_unlock()` is a single release
-/// store, the lock's last access; the `&SpinLock` lent to `dec_and_lock()`
-/// outlives that store only as `Arc::drop`'s `&Refcount` outlives its decrement,
-/// a shared borrow of interior-mutable memory. But under `PREEMPT_RT` a spinlock
-/// is an `rt_mutex`, whose unlock may touch it after releasing it: the owner is
-/// pinned there as in KREF_MUTEX.
+/// (`refcount_dec_and_lock()`). No pin: `spin_unlock()` does not touch the lock
+/// after releasing it (`Documentation/locking/mutex-design.rst` contrasts it with
+/// `mutex_unlock()`), also under `PREEMPT_RT`, where a spinlock is an rtmutex: an
+/// acquirer must take its `wait_lock`, whose release is the unlock's last access
+/// (`rt_mutex_slowunlock()`; `rt_spin_unlock()` drops the RCU read lock only
+/// after it), as `make pin-experiment` shows (docs/testing.md). The `&SpinLock`
+/// lent to `dec_and_lock()` outlives that release only as `Arc::drop`'s
+/// `&Refcount` outlives its decrement, a shared borrow of interior-mutable
+/// memory.
 ///
 /// # Safety
 ///
-/// The caller owns a count of `g`, whose count is `refcnt`, and hands it over;
-/// it drops `pin` after this returns.
+/// The caller owns a count of `g`, whose count is `refcnt`, and hands it over.
 #[inline]
 unsafe fn put_kref_lock<F: Flavor>(
     g: GadgetPtr<F>,
     refcnt: &Refcount,
-    pin: &mut Option<GadgetRef<F>>,
+    _pin: &mut Option<GadgetRef<F>>,
 ) -> bool {
-    let owner = if cfg!(CONFIG_PREEMPT_RT) {
-        if refcnt.dec_not_one() {
-            return false;
-        }
-        // SAFETY: We still own our count.
-        unsafe { owner_pin(g, pin) }.0
-    } else {
-        // SAFETY: We own a count; the borrow of `g` ends in this statement. The
-        // owner is the parent, which `g` keeps alive until its final put, or the
-        // arena.
-        unsafe { g.as_ref() }.owner()
-    };
+    // SAFETY: We own a count; the borrow of `g` ends in this statement. The
+    // owner is the parent, which `g` keeps alive until its final put, or the
+    // arena.
+    let owner = unsafe { g.as_ref() }.owner();
     if let Some(mut list) = refcnt.dec_and_lock(&owner.lock) {
         list_remove(&mut list, g);
         return true;
