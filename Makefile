@@ -10,7 +10,7 @@
 
 S := scripts
 
-.PHONY: help check soak fuzz kcsan-control mutants demo bench study study-check series series-check shell lint litmus toolchain kernel modules guest clean distclean
+.PHONY: help check soak fuzz kcsan-control mutants pin-experiment demo bench study study-check series series-check shell lint litmus toolchain kernel modules guest clean distclean
 
 help:
 	@echo "make demo       boot the guest, load both modules, print their answers side by side"
@@ -25,6 +25,8 @@ help:
 	@echo "make mutants    apply each deliberate bug of shared-tests/mutants/, every one must be caught"
 	@echo "                (the litmus code check first, then a boot with the tests it names);"
 	@echo "                MUTANT_KERNEL=1: also the kernel-patch mutants (a kernel build each, ~15 min)"
+	@echo "make pin-experiment  KREF_MUTEX and KREF_LOCK with and without the owner pin, on the debug"
+	@echo "                and rt kernels: does the unlock's own code touch a lock a racing final put freed?"
 	@echo "make bench      instructions/op of every op (C, Rust, Rust with helpers inlined), and ns/op"
 	@echo "                at 1..N vCPUs, on perf kernels: tables, ratios, CSV, PNG"
 	@echo "make study      build/study/index.html: each pattern's C and Rust functions side by side, read from"
@@ -70,6 +72,9 @@ kcsan-control:
 
 mutants:
 	@$(S)/mutants.sh
+
+pin-experiment:
+	@$(S)/pin_experiment.sh
 
 demo:
 	@$(S)/demo.sh
