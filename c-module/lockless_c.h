@@ -278,13 +278,25 @@ static inline bool lp_delay_on(struct lp_arena *arena, unsigned int point)
  *
  * Widens a window of a few instructions to LP_IOC_DELAY's stall, so that
  * a race test meets it under TCG. Compiled out without
- * CONFIG_FAULT_INJECTION (the perf kernels make bench counts on).
+ * CONFIG_FAULT_INJECTION (the perf kernels make bench counts on). The
+ * stall lasts at least that long on the monotonic clock the tests measure
+ * with: fsleep() of more than 20 ms counts jiffies, and on the rt kernel
+ * under TCG a 200 ms one ended early on that clock
+ * (dev.*.get_takes_its_reference_under_the_handle_lock), so it sleeps
+ * again for what is left.
  */
 static inline void lp_delay(struct lp_arena *arena, unsigned int point)
 {
+	u64 now, end;
+
 	if (!lp_delay_on(arena, point))
 		return;
-	fsleep(READ_ONCE(arena->delay_usecs));
+	now = ktime_get_ns();
+	end = now + (u64)READ_ONCE(arena->delay_usecs) * NSEC_PER_USEC;
+	do {
+		fsleep(DIV_ROUND_UP(end - now, NSEC_PER_USEC));
+		now = ktime_get_ns();
+	} while (now < end);
 }
 
 /**

@@ -102,11 +102,25 @@ impl Delay {
     /// `enum lp_delay_point` reached where the caller may sleep. Widens a window
     /// of a few instructions so that a race test meets it under TCG. Compiled out
     /// without `CONFIG_FAULT_INJECTION` (the perf kernels make bench counts on).
+    /// The stall lasts at least that long on the monotonic clock the tests measure
+    /// with: `fsleep()` of more than 20 ms counts jiffies, and on the rt kernel
+    /// under TCG a 200 ms one ended early on that clock
+    /// (`dev.*.get_takes_its_reference_under_the_handle_lock`), so it sleeps again
+    /// for what is left.
     #[inline]
     pub(crate) fn stall(&self, point: u32) {
+        use kernel::time::{delay::fsleep, Delta, Instant, Monotonic};
+
         if self.on(point) {
-            let usecs = self.usecs.load(Relaxed);
-            kernel::time::delay::fsleep(kernel::time::Delta::from_micros(i64::from(usecs)));
+            let stall = Delta::from_micros(i64::from(self.usecs.load(Relaxed)));
+            let start = Instant::<Monotonic>::now();
+            loop {
+                let left = stall - start.elapsed();
+                if left <= Delta::ZERO {
+                    break;
+                }
+                fsleep(left);
+            }
         }
     }
 
