@@ -10,7 +10,7 @@
 
 S := scripts
 
-.PHONY: help check soak fuzz kcsan-control mutants demo bench study study-check series series-check shell lint litmus toolchain kernel modules guest clean distclean
+.PHONY: help check soak fuzz kcsan-control mutants pin-experiment demo bench study study-check series series-check shell lint litmus toolchain kernel modules guest clean distclean
 
 help:
 	@echo "make demo       boot the guest, load both modules, print their answers side by side"
@@ -18,13 +18,15 @@ help:
 	@echo "                lint, litmus and the demo's API columns against the code; ends 'N passed, N failed'"
 	@echo "                TESTS=GLOB: only the matching driver tests, against both modules"
 	@echo "make soak       make check with the full sizes (PRESET=full: 10^5 racing puts, 10^5-deep chains),"
-	@echo "                on the KCSAN kernel, the debug (KASAN) kernel, then the debug kernel with"
-	@echo "                full preemption (CONFIG_PREEMPT, not PREEMPT_LAZY)"
+	@echo "                on the KCSAN kernel, the debug (KASAN) kernel, the debug kernel with"
+	@echo "                full preemption (CONFIG_PREEMPT, not PREEMPT_LAZY), then with PREEMPT_RT"
 	@echo "make fuzz SEED=N  replay one stream of the differential fuzz, printing every step"
 	@echo "make kcsan-control  KCSAN's negative control: a deliberate data race in each module, what KCSAN sees"
 	@echo "make mutants    apply each deliberate bug of shared-tests/mutants/, every one must be caught"
 	@echo "                (the litmus code check first, then a boot with the tests it names);"
 	@echo "                MUTANT_KERNEL=1: also the kernel-patch mutants (a kernel build each, ~15 min)"
+	@echo "make pin-experiment  KREF_MUTEX and KREF_LOCK with and without the owner pin, on the debug"
+	@echo "                and rt kernels: does the unlock's own code touch a lock a racing final put freed?"
 	@echo "make bench      instructions/op of every op (C, Rust, Rust with helpers inlined), and ns/op"
 	@echo "                at 1..N vCPUs, on perf kernels: tables, ratios, CSV, PNG"
 	@echo "make study      build/study/index.html: each pattern's C and Rust functions side by side, read from"
@@ -47,7 +49,7 @@ help:
 	@echo "make clean      remove project build outputs (build/, module objects)"
 	@echo "make distclean  clean, and remove the cache (toolchain root, kernel trees)"
 	@echo ""
-	@echo "Variables (README.md says more): TESTS=GLOB, KIND=debug|kcsan|preempt, PRESET=quick|full,"
+	@echo "Variables (README.md says more): TESTS=GLOB, KIND=debug|kcsan|preempt|rt, PRESET=quick|full,"
 	@echo "  SEED=N (make fuzz), RACE_PUTS=N, CHAIN_DEPTH=N, FUZZ_STREAMS=N, FUZZ_STEPS=N,"
 	@echo "  LP_CACHE=DIR (toolchain root and kernels), LP_MIRROR=URL (Debian mirror), KDIR=DIR (your"
 	@echo "  own kernel tree), ACCEL=kvm, TIMEOUT=S, SMP=N, MEM=SIZE, JOBS=N, BENCH_QUICK=1,"
@@ -59,7 +61,7 @@ check:
 
 soak:
 	@PRESET=full KIND=kcsan $(S)/check.sh && PRESET=full KIND=debug $(S)/check.sh && \
-		PRESET=full KIND=preempt $(S)/check.sh
+		PRESET=full KIND=preempt $(S)/check.sh && PRESET=full KIND=rt $(S)/check.sh
 
 fuzz:
 	@if [ -z "$(SEED)" ]; then echo "make fuzz SEED=N: the seed a fuzz run printed" >&2; exit 2; fi
@@ -70,6 +72,9 @@ kcsan-control:
 
 mutants:
 	@$(S)/mutants.sh
+
+pin-experiment:
+	@$(S)/pin_experiment.sh
 
 demo:
 	@$(S)/demo.sh

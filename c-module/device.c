@@ -749,8 +749,9 @@ static_assert((LP_RUN_CHECK_EVERY & (LP_RUN_CHECK_EVERY - 1)) == 0);
 /*
  * LOOKUP_PUT, TRYGET_PUT, TRYGET_ATOMIC_PUT: get a gadget by id (@g's
  * child, or the arena's) and put it; TRYGET_ATOMIC_PUT's TRYGET runs
- * under a spinlock, where CONFIG_DEBUG_ATOMIC_SLEEP catches a lock that
- * may sleep. Return: 1 completed, 0 gone (-ENOENT), or -errno.
+ * under a spinlock, where CONFIG_DEBUG_ATOMIC_SLEEP and lockdep catch a
+ * mutex or rw_semaphore (under PREEMPT_RT too, where the spinlock is
+ * preemptible but still may not sleep). Return: 1 completed, 0 gone (-ENOENT), or -errno.
  */
 static int lp_run_get_put(struct lp_arena *arena, struct lp_run *r,
 			  struct lp_gadget *g)

@@ -399,9 +399,13 @@ static void lp_release_rwsem(struct kref *kref)
  * lock allocated until lp_gadget_put() drops it, after the unlock. A root
  * needs none: its list is the arena's, which outlives every put.
  * The article's cmpxchg loop (lp_put_weak_cmpxchg()) needs none either: it
- * unlocks before it decrements. spin_unlock() (KREF_LOCK) is one release
- * store and touches the lock no more after it, but for PREEMPT_RT, where a
- * spinlock is an rt_mutex.
+ * unlocks before it decrements. Nor does KREF_LOCK (lp_put_kref_lock()):
+ * spin_unlock() touches the lock no more after releasing it, also under
+ * PREEMPT_RT, where a spinlock is an rtmutex. Under PREEMPT_RT
+ * mutex_unlock() is an rtmutex's too, and no more touches the lock once
+ * another task may take it; the pin stays all the same: the rule of
+ * mutex-design.rst is the mutex API's on every kernel, and up_write() of
+ * PREEMPT_RT still touches the semaphore after readers may take it.
  *
  * That tail lasts a few instructions. With LP_DELAY_PUT_UNLOCKED on, the
  * slow put that did not release stalls after its unlock and then
@@ -455,22 +459,19 @@ static bool lp_put_kref_mutex(struct lp_gadget *g, struct lp_gadget **pin)
  * lp_put_kref_lock() - kref_put_lock() on the owner's spinlock
  * @g: the gadget, on its owner's weak list
  *
- * @pin: out: a reference to @g's parent that the caller must drop, or NULL
- *
  * The same with refcount_dec_and_lock() and lp_release_lock(). No pin:
- * spin_unlock() is a single release store, the lock's last access. Under
- * PREEMPT_RT a spinlock is an rt_mutex, whose unlock may touch it after
- * releasing it: the owner is pinned there as in lp_put_kref_mutex().
+ * spin_unlock() does not touch the lock after releasing it, which the
+ * kernel guarantees (Documentation/locking/mutex-design.rst contrasts it
+ * with mutex_unlock()). Under PREEMPT_RT, where a spinlock is an rtmutex,
+ * the guarantee holds as well: an acquirer must take the rtmutex's
+ * wait_lock, whose release is the unlock's last access to the lock
+ * (rt_mutex_slowunlock(); rt_spin_unlock() drops the RCU read lock only
+ * after it), as make pin-experiment shows (docs/testing.md).
  *
  * Return: true if this put dropped the last reference (@g is unlinked).
  */
-static bool lp_put_kref_lock(struct lp_gadget *g, struct lp_gadget **pin)
+static bool lp_put_kref_lock(struct lp_gadget *g)
 {
-	if (IS_ENABLED(CONFIG_PREEMPT_RT)) {
-		if (refcount_dec_not_one(&g->kref.refcount))
-			return false;
-		*pin = lp_owner_pin(g);
-	}
 	return kref_put_lock(&g->kref, lp_release_lock, &lp_owner(g)->lock);
 }
 
@@ -558,7 +559,7 @@ static bool lp_put_one(struct lp_gadget *g, struct lp_gadget **pin)
 	case LP_FLAVOR_KREF_MUTEX:
 		return lp_put_kref_mutex(g, pin);
 	case LP_FLAVOR_KREF_LOCK:
-		return lp_put_kref_lock(g, pin);
+		return lp_put_kref_lock(g);
 	case LP_FLAVOR_KREF_RWSEM:
 		return lp_put_kref_rwsem(g, pin);
 	}

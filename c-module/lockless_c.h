@@ -200,8 +200,9 @@ struct lp_txn_entry {
  * @racy_marked: RACY_INC's second counter: no lock, marked accesses
  * @racy_locked: RACY_INC's third counter: plain accesses under @racy_lock
  * @racy_lock: the lock of @racy_locked
- * @atomic_ctx: held around TRYGET_ATOMIC_PUT's TRYGET, to run it in
- *		atomic context
+ * @atomic_ctx: held around TRYGET_ATOMIC_PUT's TRYGET, to run it where
+ *		no sleeping lock may be taken (atomic context; under
+ *		PREEMPT_RT, a preemptible section that may not sleep)
  * @txn: the transaction (TXN ioctls and RUN ops)
  * @txn_handles: transaction handle -> struct lp_txn_entry, each entry
  *		 one update counted in &lp_txn.t_updates and holding the
@@ -241,7 +242,7 @@ struct lp_arena {
 	unsigned int racy_marked;
 	unsigned int racy_locked;
 	spinlock_t racy_lock;		/* @racy_locked */
-	spinlock_t atomic_ctx;		/* nothing: atomic context */
+	spinlock_t atomic_ctx;		/* nothing: a no-sleep section */
 	struct lp_txn txn;
 	struct xarray txn_handles;
 	struct mutex txn_handles_lock;	/* lookup + get vs take */
@@ -279,22 +280,37 @@ static inline bool lp_delay_on(struct lp_arena *arena, unsigned int point)
  *
  * Widens a window of a few instructions to LP_IOC_DELAY's stall, so that
  * a race test meets it under TCG. Compiled out without
- * CONFIG_FAULT_INJECTION (the perf kernels make bench counts on).
+ * CONFIG_FAULT_INJECTION (the perf kernels make bench counts on). The
+ * stall lasts at least that long on the monotonic clock the tests measure
+ * with: fsleep() of more than 20 ms counts jiffies, and on the rt kernel
+ * under TCG a 200 ms one ended early on that clock
+ * (dev.*.get_takes_its_reference_under_the_handle_lock), so it sleeps
+ * again for what is left.
  */
 static inline void lp_delay(struct lp_arena *arena, unsigned int point)
 {
+	u64 now, end;
+
 	if (!lp_delay_on(arena, point))
 		return;
-	fsleep(READ_ONCE(arena->delay_usecs));
+	now = ktime_get_ns();
+	end = now + (u64)READ_ONCE(arena->delay_usecs) * NSEC_PER_USEC;
+	do {
+		fsleep(DIV_ROUND_UP(end - now, NSEC_PER_USEC));
+		now = ktime_get_ns();
+	} while (now < end);
 }
 
 /**
- * lp_delay_atomic() - lp_delay() for a point reached in atomic context
+ * lp_delay_atomic() - lp_delay() for a point where the caller may not sleep
  * @arena: the arena
  * @point: an enum lp_delay_point, reached under a spinlock or rwlock, or
  *	   inside an RCU read-side section
  *
- * Busy-waits on the monotonic clock instead of sleeping. Not udelay():
+ * Busy-waits on the monotonic clock instead of sleeping: in atomic
+ * context, or under PREEMPT_RT, where such a section is preemptible but
+ * sleeping in it is still a bug (a sleeping spinlock holds the RCU read
+ * lock and migration off; CONFIG_DEBUG_ATOMIC_SLEEP splats). Not udelay():
  * under TCG its calibration fails on secondary vCPUs, and a stall ran half
  * or twice what was asked.
  */

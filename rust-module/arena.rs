@@ -296,7 +296,9 @@ pub(crate) struct Arena {
     /// RACY_INC's third counter: plain accesses under its lock.
     #[pin]
     pub(crate) racy_locked: SpinLock<u32>,
-    /// Held around TRYGET_ATOMIC_PUT's TRYGET, to run it in atomic context.
+    /// Held around TRYGET_ATOMIC_PUT's TRYGET, to run it where no sleeping lock
+    /// may be taken (atomic context; under `PREEMPT_RT`, a preemptible section
+    /// that may not sleep).
     #[pin]
     pub(crate) atomic_ctx: SpinLock<()>,
     /// jbd2's transaction (`struct lp_txn`).

@@ -457,7 +457,7 @@ fn lp_run_get_put<F: Flavor>(
         let atomic = arena.atomic_ctx.lock();
         let other = gadget::tryget_any(&t.gadgets, lp_run_id(t, r));
         drop(atomic);
-        // Its put, if unpublished, may sleep: out of atomic context.
+        // Its put, if unpublished, may sleep: after the spinlock.
         other.and_then(gadget::published)
     } else {
         gadget::tryget(&t.gadgets, lp_run_id(t, r))

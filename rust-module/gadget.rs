@@ -103,17 +103,34 @@ impl Delay {
     /// `enum lp_delay_point` reached where the caller may sleep. Widens a window
     /// of a few instructions so that a race test meets it under TCG. Compiled out
     /// without `CONFIG_FAULT_INJECTION` (the perf kernels make bench counts on).
+    /// The stall lasts at least that long on the monotonic clock the tests measure
+    /// with: `fsleep()` of more than 20 ms counts jiffies, and on the rt kernel
+    /// under TCG a 200 ms one ended early on that clock
+    /// (`dev.*.get_takes_its_reference_under_the_handle_lock`), so it sleeps again
+    /// for what is left.
     #[inline]
     pub(crate) fn stall(&self, point: u32) {
+        use kernel::time::{delay::fsleep, Delta, Instant, Monotonic};
+
         if self.on(point) {
-            let usecs = self.usecs.load(Relaxed);
-            kernel::time::delay::fsleep(kernel::time::Delta::from_micros(i64::from(usecs)));
+            let stall = Delta::from_micros(i64::from(self.usecs.load(Relaxed)));
+            let start = Instant::<Monotonic>::now();
+            loop {
+                let left = stall - start.elapsed();
+                if left <= Delta::ZERO {
+                    break;
+                }
+                fsleep(left);
+            }
         }
     }
 
-    /// `lp_delay_atomic()`: [`Delay::stall`] for a point reached in atomic context
-    /// (a spinlock or rwlock held, an RCU read-side section), which busy-waits on
-    /// the monotonic clock instead of sleeping. Not `udelay()`: under TCG its
+    /// `lp_delay_atomic()`: [`Delay::stall`] for a point where the caller may not
+    /// sleep (a spinlock or rwlock held, an RCU read-side section), which
+    /// busy-waits on the monotonic clock instead of sleeping: in atomic context,
+    /// or under `PREEMPT_RT`, where such a section is preemptible but sleeping in
+    /// it is still a bug (a sleeping spinlock holds the RCU read lock and
+    /// migration off; `CONFIG_DEBUG_ATOMIC_SLEEP` splats). Not `udelay()`: under TCG its
     /// calibration fails on secondary vCPUs, and a stall ran half or twice what
     /// was asked.
     #[inline]
@@ -965,7 +982,7 @@ pub(crate) fn tryget<F: Flavor>(gadgets: &Gadgets<F>, id: u64) -> Result<GadgetR
 }
 
 /// `lp_gadget_tryget()` but the test of [`published`], which may put the gadget
-/// (a put may sleep): TRYGET_ATOMIC_PUT calls this in atomic context, and
+/// (a put may sleep): TRYGET_ATOMIC_PUT calls this under a spinlock, and
 /// [`published`] after.
 ///
 /// `kvm_debugfs_open()`: the registry entry is a weak reference that no put
@@ -1339,8 +1356,13 @@ unsafe fn free_box<F: Flavor>(g: GadgetPtr<F>) -> Put<F> {
 /// [`put_cascade`] drops it, after the unlock. A root needs none: its list is
 /// the arena's, which outlives every put. The article's cmpxchg loop
 /// ([`put_weak_cmpxchg`]) needs none either: it unlocks before it decrements.
-/// `spin_unlock()` (KREF_LOCK) is one release store and touches the lock no more
-/// after it, but for `PREEMPT_RT`, where a spinlock sleeps.
+/// Nor does KREF_LOCK ([`put_kref_lock`]): `spin_unlock()` touches the lock no
+/// more after releasing it, also under `PREEMPT_RT`, where a spinlock is an
+/// rtmutex. Under `PREEMPT_RT` `mutex_unlock()` is an rtmutex's too, and no more
+/// touches the lock once another task may take it; the pin stays all the same:
+/// the rule of `mutex-design.rst` is the mutex API's on every kernel, and
+/// `up_write()` of `PREEMPT_RT` still touches the semaphore after readers may
+/// take it.
 ///
 /// That tail lasts a few instructions. With `LP_DELAY_PUT_UNLOCKED` on, the slow
 /// put that did not release stalls after its unlock and then try-locks the
@@ -1463,35 +1485,29 @@ unsafe fn put_kref_mutex<F: Flavor>(
 }
 
 /// `lp_put_kref_lock()`: `kref_put_lock()`, the same with the owner's spinlock
-/// (`refcount_dec_and_lock()`). No pin: `spin_unlock()` is a single release
-/// store, the lock's last access; the `&SpinLock` lent to `dec_and_lock()`
-/// outlives that store only as `Arc::drop`'s `&Refcount` outlives its decrement,
-/// a shared borrow of interior-mutable memory. But under `PREEMPT_RT` a spinlock
-/// is an `rt_mutex`, whose unlock may touch it after releasing it: the owner is
-/// pinned there as in KREF_MUTEX.
+/// (`refcount_dec_and_lock()`). No pin: `spin_unlock()` does not touch the lock
+/// after releasing it (`Documentation/locking/mutex-design.rst` contrasts it with
+/// `mutex_unlock()`), also under `PREEMPT_RT`, where a spinlock is an rtmutex: an
+/// acquirer must take its `wait_lock`, whose release is the unlock's last access
+/// (`rt_mutex_slowunlock()`; `rt_spin_unlock()` drops the RCU read lock only
+/// after it), as `make pin-experiment` shows (docs/testing.md). The `&SpinLock`
+/// lent to `dec_and_lock()` outlives that release only as `Arc::drop`'s
+/// `&Refcount` outlives its decrement, a shared borrow of interior-mutable
+/// memory.
 ///
 /// # Safety
 ///
-/// The caller owns a count of `g`, whose count is `refcnt`, and hands it over;
-/// it drops `pin` after this returns.
+/// The caller owns a count of `g`, whose count is `refcnt`, and hands it over.
 #[inline]
 unsafe fn put_kref_lock<F: Flavor>(
     g: GadgetPtr<F>,
     refcnt: &Refcount,
-    pin: &mut Option<GadgetRef<F>>,
+    _pin: &mut Option<GadgetRef<F>>,
 ) -> bool {
-    let owner = if cfg!(CONFIG_PREEMPT_RT) {
-        if refcnt.dec_not_one() {
-            return false;
-        }
-        // SAFETY: We still own our count.
-        unsafe { owner_pin(g, pin) }.0
-    } else {
-        // SAFETY: We own a count; the borrow of `g` ends in this statement. The
-        // owner is the parent, which `g` keeps alive until its final put, or the
-        // arena.
-        unsafe { g.as_ref() }.owner()
-    };
+    // SAFETY: We own a count; the borrow of `g` ends in this statement. The
+    // owner is the parent, which `g` keeps alive until its final put, or the
+    // arena.
+    let owner = unsafe { g.as_ref() }.owner();
     if let Some(mut list) = refcnt.dec_and_lock(&owner.lock) {
         list_remove(&mut list, g);
         return true;

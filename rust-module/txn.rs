@@ -175,9 +175,13 @@ impl Txn {
     /// The sum cannot wrap: a request above the limit is refused before it is
     /// added (jbd2's "wants too many credits"), so each request in flight is at
     /// most `LP_TXN_CREDITS_MAX` (2^20), and a refused one is in flight only
-    /// between the add and the undo, under `read_lock()`, preemption off: at most
-    /// one per CPU. The sum stays below (`NR_CPUS` + 1) * 2^20, and a sum that
-    /// wrapped below zero would be refused all the same.
+    /// between the add and the undo, under `read_lock()`. Without `PREEMPT_RT`
+    /// that section runs with preemption off, so at most one is in flight per
+    /// CPU and the sum stays below (`NR_CPUS` + 1) * 2^20. Under `PREEMPT_RT`
+    /// `read_lock()` is preemptible: one per task inside the section, and a sum
+    /// past `i32::MAX` reads negative and is refused all the same; it would have
+    /// to wrap all the way round (2^32 / 2^20 = 4096 refused requests preempted
+    /// between their add and their undo at once) to be granted.
     fn add_transaction_credits(&self, state: &TxnState, nblocks: u32) -> Result<i32> {
         let max = state.j_max_transaction_buffers;
         // `max` > 0, so a `nblocks` that passes fits an `i32`.

@@ -13,8 +13,9 @@
 # TESTS=GLOB: only the driver tests whose name matches, against both
 # modules, without KUnit, demo, bench smoke, lint, litmus or API columns: the
 # development loop.
-# KIND=debug (KASAN), kcsan (KCSAN instead of KASAN) or preempt (debug with
-# CONFIG_PREEMPT instead of PREEMPT_LAZY): the guest kernel.
+# KIND=debug (KASAN), kcsan (KCSAN instead of KASAN), preempt (debug with
+# CONFIG_PREEMPT instead of PREEMPT_LAZY) or rt (debug with PREEMPT_RT):
+# the guest kernel.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 lp_need_root "$@"
@@ -23,8 +24,8 @@ S=$LP_REPO/scripts
 results=$LP_OUT/results
 kind=${KIND:-debug}
 case $kind in
-debug | kcsan | preempt) ;;
-*) lp_die "KIND=$kind is not one of debug, kcsan, preempt" ;;
+debug | kcsan | preempt | rt) ;;
+*) lp_die "KIND=$kind is not one of debug, kcsan, preempt, rt" ;;
 esac
 preset=${PRESET:-quick}
 what="make check"

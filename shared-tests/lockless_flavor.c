@@ -342,9 +342,11 @@ TEST_F(flavor, tryget_succeeds_on_live_and_enoent_once_released)
 }
 
 /*
- * TRYGET from atomic context: RUN TRYGET_ATOMIC_PUT holds a spinlock
- * around it, and CONFIG_DEBUG_ATOMIC_SLEEP and lockdep report (a kernel
- * splat, a failed run) any lock in it that may sleep. RCU mode takes no
+ * TRYGET under a spinlock: RUN TRYGET_ATOMIC_PUT holds one around it,
+ * and CONFIG_DEBUG_ATOMIC_SLEEP and lockdep report (a kernel splat, a
+ * failed run) a mutex or rw_semaphore taken in it; under PREEMPT_RT,
+ * where the spinlock is an rtmutex, the section is preemptible but still
+ * may not sleep, and both report the same. RCU mode takes no
  * lock at all, LOCK mode the registry's spinlock. LOCKED is left out, as
  * its TRYGET takes the arena mutex: the RUN answers -EOPNOTSUPP.
  */

@@ -24,6 +24,7 @@
 #define _LOCKLESS_TEST_H
 
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>

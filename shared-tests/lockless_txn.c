@@ -501,8 +501,11 @@ TEST_F_TIMEOUT(txn, sigkill_ends_a_commit_queued_behind_another,
  * (runnable, R, but not running), so the committer runs again only with
  * t_updates already 0 and schedule_timeout() already 0. The CPU's fair
  * server, which would lend the committer a slice of it once starved for
- * ~950 ms, is off meanwhile. Each attempt checks that the timing held,
- * and is run again (up to 3 times) if not.
+ * ~950 ms, is off meanwhile. Under PREEMPT_RT the timer fires in the
+ * CPU's ktimers thread, SCHED_FIFO 1 as the spinner is, which it then
+ * could not preempt: the thread is raised to SCHED_FIFO 2 meanwhile, so
+ * that the timer still wakes the committer on time. Each attempt checks
+ * that the timing held, and is run again (up to 3 times) if not.
  */
 #define LPU_TXN_RECHECK_MS	500
 
@@ -562,6 +565,50 @@ static void *txn_recheck_spinner(void *arg)
 	} while (!r->held_on && t < r->spun_at + 2.0);
 	r->spun_until = t;
 	return NULL;
+}
+
+/*
+ * The pid of CPU @cpu's ktimers thread, where PREEMPT_RT expires the
+ * timer wheel's timers (SCHED_FIFO 1); 0 without one (no PREEMPT_RT).
+ */
+static pid_t ktimers_pid(int cpu)
+{
+	char want[32], path[300], comm[32];
+	struct dirent *e;
+	pid_t pid = 0;
+	ssize_t n;
+	DIR *d;
+	int fd;
+
+	snprintf(want, sizeof(want), "ktimers/%d\n", cpu);
+	d = opendir("/proc");
+	if (!d)
+		return 0;
+	while (!pid && (e = readdir(d))) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/comm", e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, comm, sizeof(comm) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		comm[n] = '\0';
+		if (!strcmp(comm, want))
+			pid = atoi(e->d_name);
+	}
+	closedir(d);
+	return pid;
+}
+
+/* Set @pid (0: none, nothing to do) to SCHED_FIFO @prio. Return: 0, -1. */
+static int fifo_prio(pid_t pid, int prio)
+{
+	struct sched_param p = { .sched_priority = prio };
+
+	return pid ? sched_setscheduler(pid, SCHED_FIFO, &p) : 0;
 }
 
 /* CPU @cpu's fair server runtime (ns) through debugfs: read, or write @ns. */
@@ -659,6 +706,7 @@ TEST_F_TIMEOUT(txn, commit_rechecks_updates_when_its_sleep_runs_out,
 	long long runtime;
 	int attempt, stop_ret, cpu = nr_cpus() - 1;
 	bool held = false;
+	pid_t ktimers;
 	__u32 h;
 
 	ASSERT_LE(2, nr_cpus()) TH_LOG("needs a CPU of its own for the committer");
@@ -666,12 +714,20 @@ TEST_F_TIMEOUT(txn, commit_rechecks_updates_when_its_sleep_runs_out,
 	runtime = fair_server_runtime(cpu, -1);
 	ASSERT_LE(0, runtime)
 		TH_LOG("cannot read CPU %d's fair server in debugfs", cpu);
-	ASSERT_EQ(0, fair_server_runtime(cpu, 0));
+	ktimers = ktimers_pid(cpu);
+	ASSERT_EQ(0, fifo_prio(ktimers, 2))
+		TH_LOG("cannot raise CPU %d's ktimers thread", cpu);
+	ASSERT_EQ(0, fair_server_runtime(cpu, 0))
+		fifo_prio(ktimers, 1);
 	for (attempt = 1; attempt <= 3 && !held; attempt++) {
-		ASSERT_EQ(0, lpu_txn_start(self->fd, &h, NULL))
+		ASSERT_EQ(0, lpu_txn_start(self->fd, &h, NULL)) {
 			fair_server_runtime(cpu, runtime);
-		ASSERT_EQ(0, lpu_txn_stat(self->fd, &before))
+			fifo_prio(ktimers, 1);
+		}
+		ASSERT_EQ(0, lpu_txn_stat(self->fd, &before)) {
 			fair_server_runtime(cpu, runtime);
+			fifo_prio(ktimers, 1);
+		}
 		held = txn_recheck_once(self->fd, cpu, h, &r, &stop_ret);
 		EXPECT_EQ(0, stop_ret);
 		if (!held)
@@ -683,6 +739,7 @@ TEST_F_TIMEOUT(txn, commit_rechecks_updates_when_its_sleep_runs_out,
 			       (r.t_stop - r.t0) * 1e3);
 	}
 	EXPECT_EQ(runtime, fair_server_runtime(cpu, runtime));
+	EXPECT_EQ(0, fifo_prio(ktimers, 1));
 	ASSERT_TRUE(held) TH_LOG("3 attempts, none timed as it must be");
 	EXPECT_EQ(0, r.ret)
 		TH_LOG("COMMIT answered %s: its sleep ran out, and it missed the STOP",

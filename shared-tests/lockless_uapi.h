@@ -210,10 +210,11 @@ enum lp_registry {
  * GET_PUT, LOOKUP_PUT, TRYGET_PUT, ATOMIC_FLOOR, NEW_PUT, EMPTY,
  * GET_PUT_REFCOUNT and TRYGET_ATOMIC_PUT are RUN-only ops (LP_IOC_RMW
  * answers -EINVAL for them). TRYGET_ATOMIC_PUT is TRYGET_PUT with the
- * TRYGET in atomic context (a spinlock held, so preemption is off) and
- * the put after it: proof, under CONFIG_DEBUG_ATOMIC_SLEEP and lockdep,
- * that TRYGET takes no sleeping lock. LOCKED arenas answer -EOPNOTSUPP:
- * their TRYGET takes the arena mutex.
+ * TRYGET under a spinlock (atomic context; under PREEMPT_RT a preemptible
+ * section that still may not sleep) and the put after it: proof, under
+ * CONFIG_DEBUG_ATOMIC_SLEEP and lockdep, that TRYGET takes no lock a
+ * spinlock holder may not take (a mutex, an rw_semaphore). LOCKED arenas
+ * answer -EOPNOTSUPP: their TRYGET takes the arena mutex.
  * GET_PUT_REFCOUNT is GET_PUT of a LOCKLESS gadget counted with
  * refcount_t's refcount_inc() and refcount_dec_and_test() instead of the
  * article's bare atomic_inc() and atomic_fetch_dec(): the primitive a
@@ -836,8 +837,9 @@ struct lp_txn_stat {
  * A window that lasts a few instructions is never hit under TCG; a race
  * test stalls one of its threads there, so that a missing lock, pin or
  * check becomes a sanitizer report or a wrong count in a quick run. A
- * point reached in atomic context (a spinlock or rwlock held, an RCU
- * read-side section) busy-waits instead of sleeping.
+ * point reached where the thread may not sleep (a spinlock or rwlock held,
+ * an RCU read-side section: atomic context, or under PREEMPT_RT a
+ * preemptible section that still may not sleep) busy-waits instead.
  */
 enum lp_delay_point {
 	LP_DELAY_NEW_ALLOC		= 0,
