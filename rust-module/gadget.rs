@@ -43,7 +43,7 @@ use kernel::{
     prelude::*,
     sync::{
         atomic::{Acquire, Atomic, Full, Relaxed, Release},
-        rcu::{self, HasRcuHead, RcuHead},
+        rcu::{self, RcuHead},
         Arc, ArcBorrow, LockedBy, Mutex, Refcount, RwSem, SpinLock,
     },
     types::ForeignOwnable,
@@ -721,10 +721,8 @@ pub(crate) struct Gadget<F: Flavor> {
     rcu: RcuHead,
 }
 
-// SAFETY: The offset is that of field `rcu`, an `RcuHead`. (`impl_has_rcu_head!`
-// takes no generic type.)
-unsafe impl<F: Flavor> HasRcuHead for Gadget<F> {
-    const RCU_HEAD_OFFSET: usize = core::mem::offset_of!(Self, rcu);
+kernel::impl_has_rcu_head! {
+    impl{F: Flavor} HasRcuHead for Gadget<F> { self.rcu }
 }
 
 // SAFETY: Every field is thread-safe but `gadgets`, only read (and `Gadgets` is
