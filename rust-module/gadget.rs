@@ -726,9 +726,7 @@ kernel::impl_has_rcu_head! {
 }
 
 // SAFETY: Every field is thread-safe but `gadgets`, only read (and `Gadgets` is
-// `Sync`), `parent`, only taken by the releaser, alone (type invariants), and
-// `rcu`, which nothing reads and only the free after a grace period writes,
-// once the gadget is dropped.
+// `Sync`), and `parent`, only taken by the releaser, alone (type invariants).
 unsafe impl<F: Flavor> Send for Gadget<F> {}
 // SAFETY: As above.
 unsafe impl<F: Flavor> Sync for Gadget<F> {}
