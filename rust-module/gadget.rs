@@ -38,7 +38,6 @@
 
 use core::{marker::PhantomData, mem::ManuallyDrop, ops::Deref, pin::Pin, ptr::NonNull};
 use kernel::{
-    ffi::c_void,
     new_mutex, new_rwsem, new_spinlock,
     prelude::*,
     sync::{
@@ -47,7 +46,7 @@ use kernel::{
         Arc, ArcBorrow, LockedBy, Mutex, Refcount, RwSem, SpinLock,
     },
     types::ForeignOwnable,
-    xarray::{AllocKind, RcuForeignOwnable, XArray},
+    xarray::{self, AllocKind, Unowned, UnownedRef, XArray},
 };
 
 use crate::uapi;
@@ -175,7 +174,7 @@ impl Registry for RegLock {
     ) -> Option<GadgetRef<F>> {
         gadgets.delays().stall_atomic(uapi::LP_DELAY_TRYGET_MODE);
         let registry = gadgets.registry.lock();
-        let found = registry.get(i)?;
+        let found = Found::under_lock(&registry, registry.get(i)?)?;
         gadgets.delays().stall_atomic(uapi::LP_DELAY_TRYGET_FOUND);
         found.inc_not_zero()
     }
@@ -207,7 +206,7 @@ impl Registry for RegRcu {
     ) -> Option<GadgetRef<F>> {
         let rcu = rcu::read_lock();
         gadgets.delays().stall_atomic(uapi::LP_DELAY_TRYGET_MODE);
-        let found = gadgets.registry.load(&rcu, i)?;
+        let found = Found::under_rcu(&rcu, gadgets.registry.load(&rcu, i)?)?;
         gadgets.delays().stall_atomic(uapi::LP_DELAY_TRYGET_FOUND);
         let got = found.inc_not_zero();
         drop(rcu);
@@ -325,7 +324,8 @@ pub(crate) enum Put<F: Flavor> {
 }
 
 /// The address of a gadget, as its allocator handed it out: what the weak child
-/// lists and the registry store, and what a [`GadgetRef`] holds.
+/// lists store (and the registry, as an [`Unowned`]), and what a [`GadgetRef`]
+/// holds.
 ///
 /// It keeps nothing alive, and it is not a count (weak or strong).
 pub(crate) struct GadgetPtr<F: Flavor>(NonNull<Gadget<F>>);
@@ -351,6 +351,14 @@ unsafe impl<F: Flavor> Send for GadgetPtr<F> {}
 unsafe impl<F: Flavor> Sync for GadgetPtr<F> {}
 
 impl<F: Flavor> GadgetPtr<F> {
+    /// The gadget's address as the registry stores it: an [`Unowned`], which owns
+    /// nothing (the registry is a weak reference). `None` cannot happen: an
+    /// allocator's pointer is not null and is aligned.
+    #[inline]
+    fn unowned(self) -> Option<Unowned<Gadget<F>>> {
+        Unowned::new(self.0.as_ptr())
+    }
+
     /// Borrows the gadget.
     ///
     /// # Safety
@@ -398,13 +406,47 @@ impl<F: Flavor> GadgetPtr<F> {
 ///
 /// The gadget stays allocated for `'a`: its release path unregisters it under the
 /// registry lock before it frees it, at once in LOCK mode, after a grace period
-/// in RCU mode (the only mode whose registry [`XArray::load`] can read, see the
-/// [`RcuForeignOwnable`] impl). Its count may be zero, and the gadget mid-drop:
-/// what a `Found` lends is the count and the publication flag alone, never a
-/// `&Gadget`.
+/// in RCU mode (the only mode whose gadgets [`Found::under_rcu`] takes). Its
+/// count may be zero, and the gadget mid-drop: what a `Found` lends is the count
+/// and the publication flag alone, never a `&Gadget`.
 pub(crate) struct Found<'a, F: Flavor> {
     ptr: GadgetPtr<F>,
     _section: PhantomData<&'a ()>,
+}
+
+impl<'a, F: Flavor> Found<'a, F> {
+    /// What [`xarray::Guard::get`] found in the registry, whose lock `_registry`
+    /// holds for `'a`.
+    #[inline]
+    fn under_lock(
+        _registry: &'a xarray::Guard<'_, Unowned<Gadget<F>>>,
+        found: UnownedRef<'a, Gadget<F>>,
+    ) -> Option<Self> {
+        // INVARIANT: The release path unregisters a gadget under the registry
+        // lock, held for `'a`, before it frees it.
+        Some(Found {
+            ptr: GadgetPtr(NonNull::new(found.as_ptr())?),
+            _section: PhantomData,
+        })
+    }
+
+    /// What [`XArray::load`] found in the registry of an RCU-mode flavor, in the
+    /// RCU read-side critical section that `_rcu` proves for `'a`. Only an RCU
+    /// registry: a LOCK registry frees a released gadget at once.
+    #[inline]
+    fn under_rcu(_rcu: &'a rcu::Guard, found: UnownedRef<'a, Gadget<F>>) -> Option<Self>
+    where
+        F: Flavor<Registry = RegRcu>,
+    {
+        // INVARIANT: An RCU registry's release path unregisters a gadget, then
+        // frees it after a grace period ([`RegRcu::free_box`],
+        // [`RegRcu::drop_arc`]), which cannot end during `'a`: what was in the
+        // registry in the critical section stays allocated for `'a`.
+        Some(Found {
+            ptr: GadgetPtr(NonNull::new(found.as_ptr())?),
+            _section: PhantomData,
+        })
+    }
 }
 
 impl<F: Counted> Found<'_, F> {
@@ -419,51 +461,6 @@ impl<F: Counted> Found<'_, F> {
         got.then(|| unsafe { GadgetRef::from_raw(self.ptr) })
     }
 }
-
-// SAFETY: `into_foreign` hands the gadget's address to the XArray unchanged, and
-// `from_foreign`/`borrow` rebuild the same `GadgetPtr` from it. Gadgets are
-// aligned to `Gadget`'s alignment (at least 8, it holds pointers and `u64`s). A
-// `GadgetPtr` owns nothing, so one rebuilt and dropped by the XArray frees
-// nothing: the registry is a weak reference, which `kernel::xarray` has no type
-// for (every `ForeignOwnable` of the kernel owns what it points to). A borrow is
-// a [`Found`], whose invariant holds for gadgets the registry holds: the release
-// path unregisters them before it frees them.
-unsafe impl<F: Flavor> ForeignOwnable for GadgetPtr<F> {
-    const FOREIGN_ALIGN: usize = core::mem::align_of::<Gadget<F>>();
-
-    type Borrowed<'a> = Found<'a, F>;
-    type BorrowedMut<'a> = Found<'a, F>;
-
-    fn into_foreign(self) -> *mut c_void {
-        self.0.as_ptr().cast()
-    }
-
-    unsafe fn from_foreign(ptr: *mut c_void) -> Self {
-        // SAFETY: `ptr` came from `into_foreign`, so it is a non-null gadget pointer.
-        GadgetPtr(unsafe { NonNull::new_unchecked(ptr.cast()) })
-    }
-
-    unsafe fn borrow<'a>(ptr: *mut c_void) -> Self::Borrowed<'a> {
-        Found {
-            // SAFETY: As in `from_foreign`.
-            ptr: unsafe { Self::from_foreign(ptr) },
-            _section: PhantomData,
-        }
-    }
-
-    unsafe fn borrow_mut<'a>(ptr: *mut c_void) -> Self::BorrowedMut<'a> {
-        // SAFETY: As in `borrow`.
-        unsafe { Self::borrow(ptr) }
-    }
-}
-
-// SAFETY: A `GadgetPtr` owns nothing and its borrow, a `Found`, is a copy of its
-// address: dropping one invalidates no borrow. Only a registry in RCU mode may be
-// read under `rcu::read_lock()` alone: its release path frees a gadget only after
-// a grace period that began once the gadget was unregistered ([`RegRcu::free_box`],
-// [`RegRcu::drop_arc`]), so what `load` finds stays allocated for the
-// `rcu::Guard`'s lifetime, as [`Found`] requires.
-unsafe impl<F: Flavor<Registry = RegRcu>> RcuForeignOwnable for GadgetPtr<F> {}
 
 /// One strong reference to a gadget, counted the way its flavor counts: `ARef`'s
 /// twin (see the module documentation). Dropping it is a put, which may sleep
@@ -598,7 +595,7 @@ pub(crate) struct Gadgets<F: Flavor> {
     /// before the free (RCU mode) keeps a gadget TRYGET found from being freed
     /// (the release path removes it under that lock first).
     #[pin]
-    registry: XArray<GadgetPtr<F>>,
+    registry: XArray<Unowned<Gadget<F>>>,
     /// Last id handed out.
     pub(crate) next_id: Atomic<u64>,
     /// Most live gadgets (CONFIGURE's `max_gadgets`), set while there are none.
@@ -834,10 +831,11 @@ impl<F: Flavor> Gadget<F> {
         // Register for TRYGET last, once `g` is complete. The XArray's store is
         // `rcu_assign_pointer()`, a release: an RCU-mode TRYGET that finds `g`
         // with `xa_load()` (a dependent load) sees it complete.
-        gadgets
-            .registry
-            .lock()
-            .store(index(g.id)?, ptr, GFP_KERNEL_ACCOUNT)?;
+        gadgets.registry.lock().store(
+            index(g.id)?,
+            ptr.unowned().ok_or(EINVAL)?,
+            GFP_KERNEL_ACCOUNT,
+        )?;
         Ok(g)
     }
 
@@ -1106,7 +1104,7 @@ unsafe impl Flavor for Locked {
         let mut state = gadgets.lock.lock();
         gadgets.delays().stall_atomic(uapi::LP_DELAY_TRYGET_MODE);
         let registry = gadgets.registry.lock();
-        let found = registry.get(i)?;
+        let found = Found::under_lock(&registry, registry.get(i)?)?;
         gadgets.delays().stall_atomic(uapi::LP_DELAY_TRYGET_FOUND);
         // SAFETY: Found under the registry lock, which we hold until the borrow
         // ends ([`Found`]'s invariant); the count is `LockedBy` the mutex we hold.
