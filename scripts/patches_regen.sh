@@ -20,7 +20,8 @@
 #
 # A regenerated patch keeps its file's number (gaps included) and, if its
 # subject is unchanged, its file name (see "Names" below); a new patch
-# gets the next number after the highest. The author, date and
+# gets the next number after the highest, so it goes at the end of the
+# commits in DIR too (kernel.sh applies the files in name order). The author, date and
 # "From 000..." line are kept as the commits have them (--zero-commit:
 # the stored patches carry a placeholder author, not a sender).
 # Runs on the host (git is the host's); DIR stays out of the repository.
@@ -85,43 +86,55 @@ write)
 	trap 'rm -rf "$tmp"' EXIT
 	git -C "$dir" format-patch -q --zero-commit --no-signature -N \
 		-o "$tmp" "$base..$rev"
-	# Names: with as many commits as patch files, the k-th commit gets the
-	# k-th file's number (the numbers keep their gaps), and its name when
-	# the subject is unchanged; otherwise a commit whose subject matches a
-	# file's gets that file's name, and any other the next free number.
-	subject() { # the Subject: of a git mbox, unfolded, without [PATCH]
-		sed -n '/^Subject: /{:a;N;/\n[^ ]/!ba;p;q}' "$1" | head -n -1 |
-			paste -sd' ' | sed -e 's/^Subject: \[PATCH[^]]*\] //' -e 's/  */ /g'
-	}
-	old=("$pdir"/*.patch)
-	[ -e "${old[0]}" ] || old=()
-	new=("$tmp"/*.patch)
-	declare -A byname=()
-	max=0
-	for p in "${old[@]}"; do
-		byname[$(subject "$p")]=${p##*/}
-		n=$((10#$(basename "$p" | cut -c1-4)))
-		[ $n -le $max ] || max=$n
-	done
-	declare -A keep=()
-	for i in "${!new[@]}"; do
-		g=${new[$i]}
-		slug=${g##*/}
-		slug=${slug:5}
-		subj=$(subject "$g")
-		if [ ${#old[@]} -eq ${#new[@]} ]; then
-			f=${old[$i]##*/}
-			[ "$(subject "${old[$i]}")" = "$subj" ] || f=${f:0:4}-$slug
-		elif [ -n "${byname[$subj]:-}" ]; then
-			f=${byname[$subj]}
-		else
-			max=$((max + 1))
-			f=$(printf '%04d' $max)-$slug
-		fi
-		[ -z "${keep[${f:0:4}]:-}" ] || lp_die "two patches would be ${f:0:4}: ${keep[${f:0:4}]} and $f"
-		keep[${f:0:4}]=$f
-		mv "$g" "$tmp/$f.new"
-	done
+	# Names: a commit whose subject is a file's keeps that file's name. The
+	# others keep the number of the one unmatched file between the same
+	# matched neighbours, if there is exactly one such file and one such
+	# commit (a reworded subject), with the new subject's slug; any other
+	# commit gets the next number after the highest (an added patch).
+	python3 - "$pdir" "$tmp" <<-'PY' || lp_die "could not name the patches"
+		import os, re, sys
+		pdir, tmp = sys.argv[1:]
+		def subject(path):
+		    with open(path) as f:
+		        lines = f.read().split("\n")
+		    out = []
+		    for i, l in enumerate(lines):
+		        if l.startswith("Subject: "):
+		            out.append(l[len("Subject: "):])
+		            for m in lines[i + 1:]:
+		                if not m.startswith(" "):
+		                    break
+		                out.append(m.strip())
+		            break
+		    return re.sub(r"^\[PATCH[^]]*\] ", "", " ".join(out))
+		old = sorted(f for f in os.listdir(pdir) if f.endswith(".patch"))
+		new = sorted(f for f in os.listdir(tmp) if f.endswith(".patch"))
+		osub = [subject(os.path.join(pdir, f)) for f in old]
+		nsub = [subject(os.path.join(tmp, f)) for f in new]
+		name = [None] * len(new)
+		match = {}  # new index -> old index
+		for i, s in enumerate(nsub):
+		    if s in osub and osub.index(s) not in match.values():
+		        match[i] = osub.index(s)
+		        name[i] = old[match[i]]
+		# The gaps between matched neighbours.
+		bounds = sorted(match.items())
+		edges = [(-1, -1)] + bounds + [(len(new), len(old))]
+		for (ni, oi), (nj, oj) in zip(edges, edges[1:]):
+		    ngap = [k for k in range(ni + 1, nj) if k not in match]
+		    ogap = [k for k in range(oi + 1, oj) if k not in match.values()]
+		    if len(ngap) == 1 and len(ogap) == 1:
+		        name[ngap[0]] = old[ogap[0]][:5] + new[ngap[0]][5:]
+		top = max([int(f[:4]) for f in old] + [0])
+		for i, f in enumerate(new):
+		    if name[i] is None:
+		        top += 1
+		        name[i] = "%04d" % top + f[4:]
+		if len(set(n[:4] for n in name)) != len(name):
+		    sys.exit("two patches would get one number: %s" % name)
+		for f, n in zip(new, name):
+		    os.rename(os.path.join(tmp, f), os.path.join(tmp, n + ".new"))
+	PY
 	removed=0
 	for p in "$pdir"/*.patch; do
 		[ -e "$p" ] || continue
