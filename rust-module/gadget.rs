@@ -977,6 +977,15 @@ impl<F: Flavor> PinnedDrop for Gadget<F> {
     }
 }
 
+/// `refcount_read()`, the value C's `kref_read()` returns, for STAT: a
+/// snapshot, unordered and unsigned as in C (a saturated count reads above
+/// `i32::MAX`). C's is `atomic_read()`, which `as_atomic()` gives; the kernel
+/// patches add no `Refcount::read()`, as a count is not to be read for anything
+/// but a report.
+fn refcount_read(count: &Refcount) -> u32 {
+    count.as_atomic().load(Relaxed) as u32
+}
+
 /// The flavors counted by a `Refcount` in a `KBox`: all but their 1 -> 0 step
 /// (`$put`) is common.
 macro_rules! refcounted_flavor {
@@ -1007,8 +1016,7 @@ macro_rules! refcounted_flavor {
             }
 
             fn refcount(g: &GadgetRef<Self>) -> u32 {
-                // `refcount_read()`, the value C's `kref_read()` returns.
-                g.count.read()
+                refcount_read(&g.count)
             }
 
             fn registry_get(gadgets: &Gadgets<Self>, i: usize) -> Option<GadgetRef<Self>> {
@@ -1348,8 +1356,9 @@ unsafe fn owner_pin<F: Flavor>(
 /// only unlocked by a put that still holds its count (a failed 1 -> 0), or that
 /// is the last.
 ///
-/// This is the one place the count is driven through `Refcount::as_atomic()`,
-/// which `Refcount` reserves for what `refcount.h` has no API for. Here the
+/// This is the one place the count is driven through `Refcount::as_atomic()`
+/// (besides [`refcount_read`]'s read), which `Refcount` reserves for what
+/// `refcount.h` has no API for. Here the
 /// loop itself is the pattern under study; its packaged form is KREF_MUTEX's
 /// `Refcount::dec_and_lock()`. Nothing of `refcount_t` is lost: the loop never
 /// goes below zero, and the count, one per handle, child and in-flight
