@@ -38,16 +38,15 @@
 
 use core::{marker::PhantomData, mem::ManuallyDrop, ops::Deref, pin::Pin, ptr::NonNull};
 use kernel::{
-    ffi::c_void,
     new_mutex, new_rwsem, new_spinlock,
     prelude::*,
     sync::{
         atomic::{Acquire, Atomic, Full, Relaxed, Release},
-        rcu::{self, HasRcuHead, RcuHead},
+        rcu::{self, RcuHead},
         Arc, ArcBorrow, LockedBy, Mutex, Refcount, RwSem, SpinLock,
     },
     types::ForeignOwnable,
-    xarray::{AllocKind, RcuForeignOwnable, XArray},
+    xarray::{self, AllocKind, Unowned, UnownedRef, XArray},
 };
 
 use crate::uapi;
@@ -233,7 +232,7 @@ impl Registry for RegLock {
     ) -> Option<GadgetRef<F>> {
         gadgets.delays().stall_atomic(uapi::LP_DELAY_TRYGET_MODE);
         let registry = gadgets.registry.lock();
-        let found = registry.get(i)?;
+        let found = Found::under_lock(&registry, registry.get(i)?)?;
         gadgets.delays().stall_atomic(uapi::LP_DELAY_TRYGET_FOUND);
         found.inc_not_zero()
     }
@@ -265,7 +264,7 @@ impl Registry for RegRcu {
     ) -> Option<GadgetRef<F>> {
         let rcu = rcu::read_lock();
         gadgets.delays().stall_atomic(uapi::LP_DELAY_TRYGET_MODE);
-        let found = gadgets.registry.load(&rcu, i)?;
+        let found = Found::under_rcu(&rcu, gadgets.registry.load(&rcu, i)?)?;
         gadgets.delays().stall_atomic(uapi::LP_DELAY_TRYGET_FOUND);
         let got = found.inc_not_zero();
         drop(rcu);
@@ -383,7 +382,8 @@ pub(crate) enum Put<F: Flavor> {
 }
 
 /// The address of a gadget, as its allocator handed it out: what the weak child
-/// lists and the registry store, and what a [`GadgetRef`] holds.
+/// lists store (and the registry, as an [`Unowned`]), and what a [`GadgetRef`]
+/// holds.
 ///
 /// It keeps nothing alive, and it is not a count (weak or strong).
 pub(crate) struct GadgetPtr<F: Flavor>(NonNull<Gadget<F>>);
@@ -409,6 +409,14 @@ unsafe impl<F: Flavor> Send for GadgetPtr<F> {}
 unsafe impl<F: Flavor> Sync for GadgetPtr<F> {}
 
 impl<F: Flavor> GadgetPtr<F> {
+    /// The gadget's address as the registry stores it: an [`Unowned`], which owns
+    /// nothing (the registry is a weak reference). `None` cannot happen: an
+    /// allocator's pointer is not null and is aligned.
+    #[inline]
+    fn unowned(self) -> Option<Unowned<Gadget<F>>> {
+        Unowned::new(self.0.as_ptr())
+    }
+
     /// Borrows the gadget.
     ///
     /// # Safety
@@ -456,13 +464,47 @@ impl<F: Flavor> GadgetPtr<F> {
 ///
 /// The gadget stays allocated for `'a`: its release path unregisters it under the
 /// registry lock before it frees it, at once in LOCK mode, after a grace period
-/// in RCU mode (the only mode whose registry [`XArray::load`] can read, see the
-/// [`RcuForeignOwnable`] impl). Its count may be zero, and the gadget mid-drop:
-/// what a `Found` lends is the count and the publication flag alone, never a
-/// `&Gadget`.
+/// in RCU mode (the only mode whose gadgets [`Found::under_rcu`] takes). Its
+/// count may be zero, and the gadget mid-drop: what a `Found` lends is the count
+/// and the publication flag alone, never a `&Gadget`.
 pub(crate) struct Found<'a, F: Flavor> {
     ptr: GadgetPtr<F>,
     _section: PhantomData<&'a ()>,
+}
+
+impl<'a, F: Flavor> Found<'a, F> {
+    /// What [`xarray::Guard::get`] found in the registry, whose lock `_registry`
+    /// holds for `'a`.
+    #[inline]
+    fn under_lock(
+        _registry: &'a xarray::Guard<'_, Unowned<Gadget<F>>>,
+        found: UnownedRef<'a, Gadget<F>>,
+    ) -> Option<Self> {
+        // INVARIANT: The release path unregisters a gadget under the registry
+        // lock, held for `'a`, before it frees it.
+        Some(Found {
+            ptr: GadgetPtr(NonNull::new(found.as_ptr())?),
+            _section: PhantomData,
+        })
+    }
+
+    /// What [`XArray::load`] found in the registry of an RCU-mode flavor, in the
+    /// RCU read-side critical section that `_rcu` proves for `'a`. Only an RCU
+    /// registry: a LOCK registry frees a released gadget at once.
+    #[inline]
+    fn under_rcu(_rcu: &'a rcu::Guard, found: UnownedRef<'a, Gadget<F>>) -> Option<Self>
+    where
+        F: Flavor<Registry = RegRcu>,
+    {
+        // INVARIANT: An RCU registry's release path unregisters a gadget, then
+        // frees it after a grace period ([`RegRcu::free_box`],
+        // [`RegRcu::drop_arc`]), which cannot end during `'a`: what was in the
+        // registry in the critical section stays allocated for `'a`.
+        Some(Found {
+            ptr: GadgetPtr(NonNull::new(found.as_ptr())?),
+            _section: PhantomData,
+        })
+    }
 }
 
 impl<F: Counted> Found<'_, F> {
@@ -477,51 +519,6 @@ impl<F: Counted> Found<'_, F> {
         got.then(|| unsafe { GadgetRef::from_raw(self.ptr) })
     }
 }
-
-// SAFETY: `into_foreign` hands the gadget's address to the XArray unchanged, and
-// `from_foreign`/`borrow` rebuild the same `GadgetPtr` from it. Gadgets are
-// aligned to `Gadget`'s alignment (at least 8, it holds pointers and `u64`s). A
-// `GadgetPtr` owns nothing, so one rebuilt and dropped by the XArray frees
-// nothing: the registry is a weak reference, which `kernel::xarray` has no type
-// for (every `ForeignOwnable` of the kernel owns what it points to). A borrow is
-// a [`Found`], whose invariant holds for gadgets the registry holds: the release
-// path unregisters them before it frees them.
-unsafe impl<F: Flavor> ForeignOwnable for GadgetPtr<F> {
-    const FOREIGN_ALIGN: usize = core::mem::align_of::<Gadget<F>>();
-
-    type Borrowed<'a> = Found<'a, F>;
-    type BorrowedMut<'a> = Found<'a, F>;
-
-    fn into_foreign(self) -> *mut c_void {
-        self.0.as_ptr().cast()
-    }
-
-    unsafe fn from_foreign(ptr: *mut c_void) -> Self {
-        // SAFETY: `ptr` came from `into_foreign`, so it is a non-null gadget pointer.
-        GadgetPtr(unsafe { NonNull::new_unchecked(ptr.cast()) })
-    }
-
-    unsafe fn borrow<'a>(ptr: *mut c_void) -> Self::Borrowed<'a> {
-        Found {
-            // SAFETY: As in `from_foreign`.
-            ptr: unsafe { Self::from_foreign(ptr) },
-            _section: PhantomData,
-        }
-    }
-
-    unsafe fn borrow_mut<'a>(ptr: *mut c_void) -> Self::BorrowedMut<'a> {
-        // SAFETY: As in `borrow`.
-        unsafe { Self::borrow(ptr) }
-    }
-}
-
-// SAFETY: A `GadgetPtr` owns nothing and its borrow, a `Found`, is a copy of its
-// address: dropping one invalidates no borrow. Only a registry in RCU mode may be
-// read under `rcu::read_lock()` alone: its release path frees a gadget only after
-// a grace period that began once the gadget was unregistered ([`RegRcu::free_box`],
-// [`RegRcu::drop_arc`]), so what `load` finds stays allocated for the
-// `rcu::Guard`'s lifetime, as [`Found`] requires.
-unsafe impl<F: Flavor<Registry = RegRcu>> RcuForeignOwnable for GadgetPtr<F> {}
 
 /// One strong reference to a gadget, counted the way its flavor counts: `ARef`'s
 /// twin (see the module documentation). Dropping it is a put, which may sleep
@@ -652,7 +649,7 @@ pub(crate) struct Gadgets<F: Flavor> {
     /// before the free (RCU mode) keeps a gadget TRYGET found from being freed
     /// (the release path removes it under that lock first).
     #[pin]
-    registry: XArray<GadgetPtr<F>>,
+    registry: XArray<Unowned<Gadget<F>>>,
     /// Last id handed out.
     pub(crate) next_id: Atomic<u64>,
     /// Most live gadgets (CONFIGURE's `max_gadgets`), set while there are none.
@@ -766,16 +763,12 @@ pub(crate) struct Gadget<F: Flavor> {
     rcu: RcuHead,
 }
 
-// SAFETY: The offset is that of field `rcu`, an `RcuHead`. (`impl_has_rcu_head!`
-// takes no generic type.)
-unsafe impl<F: Flavor> HasRcuHead for Gadget<F> {
-    const RCU_HEAD_OFFSET: usize = core::mem::offset_of!(Self, rcu);
+kernel::impl_has_rcu_head! {
+    impl{F: Flavor} HasRcuHead for Gadget<F> { self.rcu }
 }
 
 // SAFETY: Every field is thread-safe but `gadgets`, only read (and `Gadgets` is
-// `Sync`), `parent`, only taken by the releaser, alone (type invariants), and
-// `rcu`, which nothing reads and only the free after a grace period writes,
-// once the gadget is dropped.
+// `Sync`), and `parent`, only taken by the releaser, alone (type invariants).
 unsafe impl<F: Flavor> Send for Gadget<F> {}
 // SAFETY: As above.
 unsafe impl<F: Flavor> Sync for Gadget<F> {}
@@ -883,10 +876,11 @@ impl<F: Flavor> Gadget<F> {
         // Register for TRYGET last, once `g` is complete. The XArray's store is
         // `rcu_assign_pointer()`, a release: an RCU-mode TRYGET that finds `g`
         // with `xa_load()` (a dependent load) sees it complete.
-        gadgets
-            .registry
-            .lock()
-            .store(index(g.id)?, ptr, GFP_KERNEL_ACCOUNT)?;
+        gadgets.registry.lock().store(
+            index(g.id)?,
+            ptr.unowned().ok_or(EINVAL)?,
+            GFP_KERNEL_ACCOUNT,
+        )?;
         Ok(g)
     }
 
@@ -1028,6 +1022,15 @@ impl<F: Flavor> PinnedDrop for Gadget<F> {
     }
 }
 
+/// `refcount_read()`, the value C's `kref_read()` returns, for STAT: a
+/// snapshot, unordered and unsigned as in C (a saturated count reads above
+/// `i32::MAX`). C's is `atomic_read()`, which `as_atomic()` gives; the kernel
+/// patches add no `Refcount::read()`, as a count is not to be read for anything
+/// but a report.
+fn refcount_read(count: &Refcount) -> u32 {
+    count.as_atomic().load(Relaxed) as u32
+}
+
 /// The flavors counted by a `Refcount` in a `KBox`: all but their 1 -> 0 step
 /// (`$put`) is common.
 macro_rules! refcounted_flavor {
@@ -1058,8 +1061,7 @@ macro_rules! refcounted_flavor {
             }
 
             fn refcount(g: &GadgetRef<Self>) -> u32 {
-                // `refcount_read()`, the value C's `kref_read()` returns.
-                g.count.read()
+                refcount_read(&g.count)
             }
 
             fn registry_get(gadgets: &Gadgets<Self>, i: usize) -> Option<GadgetRef<Self>> {
@@ -1155,7 +1157,7 @@ unsafe impl Flavor for Locked {
         let mut state = gadgets.lock.lock();
         gadgets.delays().stall_atomic(uapi::LP_DELAY_TRYGET_MODE);
         let registry = gadgets.registry.lock();
-        let found = registry.get(i)?;
+        let found = Found::under_lock(&registry, registry.get(i)?)?;
         gadgets.delays().stall_atomic(uapi::LP_DELAY_TRYGET_FOUND);
         // SAFETY: Found under the registry lock, which we hold until the borrow
         // ends ([`Found`]'s invariant); the count is `LockedBy` the mutex we hold.
@@ -1404,8 +1406,9 @@ unsafe fn owner_pin<F: Flavor>(
 /// only unlocked by a put that still holds its count (a failed 1 -> 0), or that
 /// is the last.
 ///
-/// This is the one place the count is driven through `Refcount::as_atomic()`,
-/// which `Refcount` reserves for what `refcount.h` has no API for. Here the
+/// This is the one place the count is driven through `Refcount::as_atomic()`
+/// (besides [`refcount_read`]'s read), which `Refcount` reserves for what
+/// `refcount.h` has no API for. Here the
 /// loop itself is the pattern under study; its packaged form is KREF_MUTEX's
 /// `Refcount::dec_and_lock()`. Nothing of `refcount_t` is lost: the loop never
 /// goes below zero, and the count, one per handle, child and in-flight

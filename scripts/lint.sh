@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 # lint.sh [KIND]: checkpatch --strict on every C file and patch of ours,
 # sparse (Kbuild C=2) on the C module, rustfmt --check and clippy (Kbuild
-# CLIPPY=1) on the Rust module.
+# CLIPPY=1) on the Rust module, and the compile-fail tests
+# (shared-tests/compile-fail/, scripts/compile_fail.py): each snippet
+# that rustc must reject is rejected with its named error.
 # One line per check; fails on any finding.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -75,6 +77,8 @@ for f in rust-module/*.rs; do
 done
 check "rustfmt --check rust-module" rustfmt --check --edition 2021 \
 	--config-path "$ksrc/.rustfmt.toml" "${rs[@]}"
+check "rustfmt --check shared-tests/compile-fail" rustfmt --check --edition 2021 \
+	--config-path "$ksrc/.rustfmt.toml" shared-tests/compile-fail/*.rs
 
 clippy() {
 	# Force a rebuild of the crate so that clippy actually looks at it.
@@ -88,6 +92,26 @@ clippy() {
 	! printf '%s\n' "$out" | grep -qE '^(warning|error)'
 }
 check "clippy (CLIPPY=1) rust-module" clippy
+
+# The compile-fail tests: one result per snippet. compile_fail.py builds
+# them all (the kernel's in one Kbuild run, the module's each in one) and
+# prints "ok N NAME: WHY" or "not ok N NAME: WHY".
+cf_one() { # STATUS WHY: the verdict compile_fail.py gave one snippet
+	printf '%s\n' "$2"
+	[ "$1" = ok ]
+}
+cf_out=$(python3 scripts/compile_fail.py "$kdir" "$LP_OUT/compile-fail" 2>&1) || true
+printf '== compile_fail.py\n%s\n' "$cf_out" >>"$log"
+ncf=0
+while IFS= read -r line; do
+	if [[ $line =~ ^(ok|not\ ok)\ [0-9]+\ ([A-Za-z0-9_]+):\ (.*)$ ]]; then
+		ncf=$((ncf + 1))
+		check "compile-fail ${BASH_REMATCH[2]}" cf_one "${BASH_REMATCH[1]}" "${BASH_REMATCH[3]}"
+	fi
+done <<<"$cf_out"
+if [ "$ncf" -eq 0 ]; then
+	check "compile-fail (no result)" cf_one "not ok" "$cf_out"
+fi
 
 echo "lint: $pass passed, $fail failed (full output: build/results/lint.log)"
 echo "$pass $fail" >"$results/lint.counts"
