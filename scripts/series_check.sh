@@ -33,7 +33,8 @@
 # objects) is removed at the end unless SERIES_KEEP=1, and a kept one is
 # reused by the next run (reset to pristine; its build directory rebuilds
 # only what differs). SERIES=NAME,... checks only those series (on their
-# bases all the same).
+# bases all the same). Series that change only C are checked first, those
+# that change the build (scripts/) last, to rebuild less.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -158,6 +159,30 @@ while IFS=$'\t' read -r s req list; do
 	requires[$s]=${req/#-/}
 	members[$s]=$list
 done <"$logs/plan"
+# The order of the checks, for fewer rebuilds: series that change only C
+# first, then those that change the Rust crates, then those that change
+# the build (scripts/: a changed target.json rebuilds every Rust object),
+# a series never before one it requires (a series' rank is at least its
+# requirements'; plan order, a topological one, breaks ties).
+declare -A rank=()
+for s in "${order[@]}"; do
+	read -ra m <<<"${members[$s]}"
+	k=0
+	for p in "${m[@]}"; do
+		if grep -qE '^diff --git a/scripts/' "$snap/$p"; then
+			k=2
+		elif grep -qE '^diff --git a/(rust|samples/rust)/' "$snap/$p" && [ "$k" -lt 1 ]; then
+			k=1
+		fi
+	done
+	for r in ${requires[$s]//,/ }; do
+		[ "${rank[$r]}" -le "$k" ] || k=${rank[$r]}
+	done
+	rank[$s]=$k
+done
+mapfile -t order < <(for i in "${!order[@]}"; do
+	printf '%s %03d %s\n' "${rank[${order[i]}]}" "$i" "${order[i]}"
+done | sort -k1,1n -k2,2n | cut -d' ' -f3)
 # base SERIES: the patches of the series SERIES requires, theirs first.
 base() {
 	local r m
