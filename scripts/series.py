@@ -2,29 +2,49 @@
 # SPDX-License-Identifier: GPL-2.0
 """series.py: the files of `make series` (scripts/series.sh runs it).
 
+    series.py plan --series-dir DIR --patches DIR
+        read the split, DIR/*/series (see kernel-config/series/README),
+        check it against the patches in --patches (every listed patch
+        exists, every patch is in exactly one series, every required
+        series exists, no cycle, a cover letter for a series of several
+        patches) and print one line per series, a series after the ones
+        it requires: NAME<TAB>REQUIRES<TAB>PATCH... (the names of the
+        patch files; REQUIRES a comma-separated list of series, or "-")
     series.py files PATCH...
-        print the paths the patches change that exist before the series
-        (what to take from the pristine tarball), one per line
-    series.py write --name NAME --email EMAIL --template FILE --out DIR
-                    --base TEXT --pristine DIR --patched DIR PATCH...
-        write DIR/0000-cover-letter.patch and one DIR/NNNN-SLUG.patch per
-        PATCH, in `git format-patch --cover-letter` shape
+        print the paths the patches change that exist before them (what
+        to take from the pristine tarball), one per line
+    series.py write --name NAME --email EMAIL --series-dir DIR --patches DIR
+                    --out DIR --base TEXT --trees DIR
+        write OUT/SERIES/0000-cover-letter.patch (a series of several
+        patches) and OUT/SERIES/NNNN-SLUG.patch, numbered within the
+        series, in `git format-patch --cover-letter` shape; TREES/SERIES/a
+        and b are the files the series touches before and after it
     series.py maintainers --tree KSRC PATCH...
         for every file a patch creates or deletes, name the MAINTAINERS
         entry that covers it; fail if none does
+    series.py get-maintainer --tree KSRC --series-dir DIR --patches DIR
+        run KSRC's scripts/get_maintainer.pl on each series' patches;
+        fail if it names an address that is not a to: or cc: of the
+        series
 
 `write`: each patch keeps its body (commit message and diff) byte for
 byte, except that the placeholder identity in From: and Signed-off-by:
 becomes NAME <EMAIL> (and a Signed-off-by: of NAME is added, as
 `git format-patch -s` would, to a patch that has none). Its subject gets
-"[PATCH n/N]". No Message-Id, In-Reply-To or References: git send-email
-makes the thread. The cover letter is the hand-written prose of the
-template (the motivation, one paragraph per patch keyed by the patch's
-file name without its number, the results; {patch:TEXT} in them becomes
-the number of the one patch whose file name has TEXT), the base TEXT, the shortlog
-and the combined diffstat of PRISTINE against PATCHED (the files the
-series touches, before and after it), computed with diff(1) and printed
-as `git diff --stat=72 --summary` prints it.
+"[PATCH n/N]" within its series ("[PATCH]" for a patch alone), and To:
+and Cc: from the series file follow it, as `git format-patch --to --cc`
+writes them. No Message-Id, In-Reply-To or References: git send-email
+makes the thread. A patch sent alone gets no cover letter: its series'
+notes.txt, the sender note and the base go below its "---" line. A
+cover letter is the hand-written prose of the series' cover-letter.txt
+(@intro, one @patch paragraph per patch keyed by the patch's file name
+without its number, optional @prior and @results; {patch:TEXT} in them
+becomes the number, within the series, of the one patch whose file name
+has TEXT), then the prerequisite series, the sender note, the base
+TEXT, the shortlog and the diffstat of TREES/SERIES/a against b,
+computed with diff(1) and printed as `git diff --stat=72 --summary`
+prints it. series.sh appends the prerequisite-patch-id: lines on the
+host (git patch-id).
 """
 
 import email.header
@@ -155,10 +175,24 @@ def mime_headers(text):
             'Content-Transfer-Encoding: 8bit\n')
 
 
-def rewrite(patch, n, total, name, email_addr, notes):
-    """The series' file for one patch: new subject and identity, same body."""
+def address_headers(to, cc):
+    """To: and Cc: as git format-patch --to/--cc writes them."""
+    out = ''
+    for key, addrs in (('To', to), ('Cc', cc)):
+        if addrs:
+            out += f'{key}: ' + ',\n    '.join(
+                mail_address(*split_identity(a.replace('"', ''))) if '<' in a else a
+                for a in addrs) + '\n'
+    return out
+
+
+def rewrite(patch, n, total, name, email_addr, notes, to=(), cc=(), below=''):
+    """The series' file for one patch: new subject and identity, same body;
+    To: and Cc: after the subject; BELOW, for a patch sent alone, after its
+    "---" line (where git format-patch --notes puts notes)."""
     me = f'{name} <{email_addr}>'
     width = len(str(total))
+    prefix = '[PATCH]' if total == 1 else f'[PATCH {n:0{width}d}/{total}]'
     out = [MBOX_FROM]
     for h, value in patch.headers:
         key = h.lower()
@@ -166,7 +200,8 @@ def rewrite(patch, n, total, name, email_addr, notes):
             notes.append(f'{patch.name}: dropped its {h}: header (git send-email threads the series)')
             continue
         if key == 'subject':
-            out.append(subject_header(f'[PATCH {n:0{width}d}/{total}] {patch.subject}'))
+            out.append(subject_header(f'{prefix} {patch.subject}'))
+            out.append(address_headers(to, cc))
         elif key == 'from' and patch.author == PLACEHOLDER:
             out.append(f'From: {mail_address(name, email_addr)}\n')
         elif key in ('mime-version', 'content-type', 'content-transfer-encoding'):
@@ -195,7 +230,12 @@ def rewrite(patch, n, total, name, email_addr, notes):
         kept.append(sob + '\n')
         kept.append('\n')
         notes.append(f'{patch.name}: had no Signed-off-by: of {name}; added one, as git format-patch -s does')
-    body = kept + body[patch.msg_end:]
+    rest = body[patch.msg_end:]
+    if below and rest and rest[0].rstrip('\r\n') == '---':
+        rest = [rest[0], below.rstrip('\n') + '\n', '\n'] + rest[1:]
+    elif below:
+        die(f'{patch.name}: no "---" line after the commit message to put the notes below')
+    body = kept + rest
     text = ''.join(out) + ''.join(body)
     for line in (''.join(out) + ''.join(kept)).splitlines():
         if PLACEHOLDER in line:
@@ -223,17 +263,17 @@ def parse_template(path):
                     if not arg:
                         die(f'{path}:{n}: @patch needs the patch file name without its number')
                     cur = blocks['patch'].setdefault(arg, [])
-                elif kind in ('intro', 'results'):
+                elif kind in ('intro', 'prior', 'results'):
                     cur = blocks.setdefault(kind, [])
                 else:
                     die(f'{path}:{n}: unknown directive @{kind}')
                 continue
             if cur is None:
                 if line.strip():
-                    die(f'{path}:{n}: text outside a block (@intro, @patch, @results)')
+                    die(f'{path}:{n}: text outside a block (@intro, @patch, @prior, @results)')
                 continue
             cur.append(line.rstrip('\n'))
-    for key in ('subject', 'intro', 'results'):
+    for key in ('subject', 'intro'):
         if key not in blocks:
             die(f'{path}: no @{key}')
 
@@ -243,8 +283,8 @@ def parse_template(path):
         while lines and not lines[-1].strip():
             lines.pop()
         return '\n'.join(lines)
-    blocks['intro'] = trim(blocks['intro'])
-    blocks['results'] = trim(blocks['results'])
+    for key in ('intro', 'prior', 'results'):
+        blocks[key] = trim(blocks.get(key, []))
     blocks['patch'] = {k: trim(v) for k, v in blocks['patch'].items()}
     return blocks
 
@@ -396,6 +436,137 @@ def shortlog(patches):
     return ''.join(out)
 
 
+class Series:
+    """One kernel-config/series/NAME/: its series file, cover letter, notes."""
+
+    KEYS = ('to', 'cc', 'requires', 'message-id')
+
+    def __init__(self, top, name):
+        self.name = name
+        self.dir = os.path.join(top, name)
+        self.file = os.path.join(self.dir, 'series')
+        self.to, self.cc, self.requires, self.patches = [], [], [], []
+        self.message_id = None
+        if not os.path.isfile(self.file):
+            die(f'{self.dir}/ has no series file: each directory of '
+                f'{top}/ is one series (see its README)')
+        with open(self.file, encoding='utf-8') as f:
+            for n, line in enumerate(f, 1):
+                line = line.strip()
+                if not line or line.startswith('#'):
+                    continue
+                where = f'{self.file}:{n}'
+                m = re.match(r'^([a-z-]+):\s*(.*)$', line)
+                if m:
+                    key, value = m.groups()
+                    if key not in self.KEYS:
+                        die(f'{where}: unknown key {key}: (one of {", ".join(self.KEYS)})')
+                    if not value:
+                        die(f'{where}: {key}: needs a value')
+                    if key in ('to', 'cc'):
+                        if not re.match(r'^([^<>]*<[^<>@\s]+@[^<>@\s]+>|[^<>@\s]+@[^<>@\s]+)$', value):
+                            die(f'{where}: {key}: {value} is not "Name <address>" or an address')
+                        getattr(self, key).append(value)
+                    elif key == 'requires':
+                        self.requires.append(value)
+                    elif self.message_id is not None:
+                        die(f'{where}: a second message-id:')
+                    else:
+                        self.message_id = value.strip('<>')
+                elif line.endswith('.patch') and '/' not in line and ' ' not in line:
+                    if line in self.patches:
+                        die(f'{where}: {line} is listed twice')
+                    self.patches.append(line)
+                else:
+                    die(f'{where}: neither "key: value" nor a patch file name: {line}')
+        if not self.patches:
+            die(f'{self.file} lists no patch')
+        if not self.to:
+            die(f'{self.file} has no to: (the maintainers who take the series)')
+        self.cover = os.path.join(self.dir, 'cover-letter.txt')
+        self.notes = os.path.join(self.dir, 'notes.txt')
+        if len(self.patches) > 1 and not os.path.isfile(self.cover):
+            die(f'series {name} has {len(self.patches)} patches and no '
+                f'{self.cover}: a series of several patches needs a cover letter')
+        if len(self.patches) == 1 and os.path.isfile(self.cover):
+            die(f'series {name} is a single patch, which gets no cover letter: '
+                f'move {self.cover} to {self.notes} (printed below the patch\'s "---")')
+        if len(self.patches) > 1 and os.path.isfile(self.notes):
+            die(f'series {name} has several patches: its notes belong in '
+                f'the cover letter, not in {self.notes}')
+
+    def addresses(self):
+        return self.to + self.cc
+
+
+def load_split(top, patch_dir):
+    """The series of TOP, in order (a series after those it requires),
+    checked against the patch files of PATCH_DIR."""
+    if not os.path.isdir(top):
+        die(f'no {top}/: the split of the patches into series')
+    names = sorted(d for d in os.listdir(top) if os.path.isdir(os.path.join(top, d)))
+    if not names:
+        die(f'{top}/ holds no series (one directory per series)')
+    split = {n: Series(top, n) for n in names}
+    for sr in split.values():
+        sr.patch_dir = patch_dir
+    have = sorted(f for f in os.listdir(patch_dir) if f.endswith('.patch'))
+    owner = {}
+    for s in split.values():
+        for p in s.patches:
+            if p in owner:
+                die(f'{p} is in two series: {owner[p]} and {s.name} '
+                    f'({top}/*/series): a patch goes to one tree')
+            owner[p] = s.name
+            if p not in have:
+                die(f'{top}/{s.name}/series lists {p}, which is not in '
+                    f'{patch_dir}/: renamed or dropped? list its current name, or drop the line')
+        for r in s.requires:
+            if r not in split:
+                die(f'{top}/{s.name}/series requires {r}, which is no series of {top}/')
+    orphans = [p for p in have if p not in owner]
+    if orphans:
+        die(f'{", ".join(orphans)} {"is" if len(orphans) == 1 else "are"} in no series: '
+            f'add {"it" if len(orphans) == 1 else "each"} to one of {top}/*/series '
+            '(make series and make series-check send or check only what a series lists)')
+    order, state = [], {}
+
+    def visit(n, path):
+        if state.get(n) == 'done':
+            return
+        if state.get(n) == 'open':
+            die(f'the series require each other in a cycle: {" -> ".join(path + [n])}')
+        state[n] = 'open'
+        for r in split[n].requires:
+            visit(r, path + [n])
+        state[n] = 'done'
+        order.append(split[n])
+    for n in names:
+        visit(n, [])
+    return order
+
+
+def base_of(split, series):
+    """The series that SERIES applies on, prerequisites' prerequisites
+    first, each once."""
+    by = {s.name: s for s in split}
+    out = []
+
+    def add(name):
+        for r in by[name].requires:
+            add(r)
+        if by[name] not in out:
+            out.append(by[name])
+    for r in series.requires:
+        add(r)
+    return out
+
+
+def cmd_plan(top, patch_dir):
+    for s in load_split(top, patch_dir):
+        print(f'{s.name}\t{",".join(s.requires) or "-"}\t{" ".join(s.patches)}')
+
+
 def cmd_files(paths):
     patches = [Patch(p) for p in paths]
     seen = set()
@@ -406,33 +577,95 @@ def cmd_files(paths):
             seen.add(path)
 
 
-def cmd_write(args, paths):
+SENDER_NOTE = (
+    'The patches come from lockless-parity, where they are kept with a '
+    'placeholder author; their From: and Signed-off-by: are those of the '
+    'sender (make series writes them from the git config user.name and '
+    'user.email of whoever runs it), who certifies the Developer\'s '
+    'Certificate of Origin for them.')
+
+
+def prerequisite_text(series, split):
+    """What a series that needs others says of them (its cover letter, or
+    its notes if sent alone)."""
+    if not series.requires:
+        return ''
+    by = {s.name: s for s in split}
+    parts = []
+    for r in series.requires:
+        req = by[r]
+        subject = (parse_template(req.cover)['subject'] if os.path.isfile(req.cover)
+                   else Patch(os.path.join(req.patch_dir, req.patches[0])).subject)
+        n = len(req.patches)
+        where = (f'Link: https://lore.kernel.org/r/{req.message_id}' if req.message_id
+                 else 'posted separately, before this one')
+        parts.append(f'"{subject}" ({n} patch{"es" if n > 1 else ""}; {where})')
+    return ('Prerequisite: this series applies on top of the series ' +
+            ' and '.join(parts) + ', in that order, on the base below; the '
+            'prerequisite-patch-id: lines at the end name its patches.')
+
+
+def write_series(args, series, split, notes):
+    """build/series/NAME/: the cover letter (several patches) and the
+    patches, numbered within the series."""
     name, email_addr = args['--name'], args['--email']
-    out_dir, tmpl = args['--out'], parse_template(args['--template'])
-    patches = [Patch(p) for p in paths]
-    total = len(patches)
-    notes = []
+    out_dir = os.path.join(args['--out'], series.name)
     os.makedirs(out_dir, exist_ok=True)
+    patches = [Patch(os.path.join(series.patch_dir, p)) for p in series.patches]
+    total = len(patches)
     me = f'{name} <{email_addr}>'
+    base = textwrap.fill(' '.join(args['--base'].split()), width=WIDTH,
+                         break_long_words=False, break_on_hyphens=False)
+    prereq = prerequisite_text(series, split)
+    note = SENDER_NOTE
+    if total == 1:
+        # One patch: the same sentences, in the singular.
+        for many, one in (('The patches come', 'The patch comes'),
+                          ('where they are kept', 'where it is kept'),
+                          ('their From:', 'its From:'), ('for them.', 'for it.')):
+            note = note.replace(many, one)
+        base = textwrap.fill(' '.join(args['--base'].replace(
+            'each patch applies to it with patch -p1 on top of the ones before it. '
+            'The series has', 'the patch applies to it with patch -p1. It has').split()),
+            width=WIDTH, break_long_words=False, break_on_hyphens=False)
+    sender = textwrap.fill(note, width=WIDTH, break_long_words=False,
+                           break_on_hyphens=False)
+    below = ''
+    if total == 1:
+        # A patch sent alone: its notes, the sender and the base go below
+        # its "---", as the kernel's submitting-patches.rst asks.
+        parts = []
+        if os.path.isfile(series.notes):
+            with open(series.notes, encoding='utf-8') as f:
+                text = '\n'.join(l.rstrip('\n') for l in f if not l.startswith('#'))
+            parts.append(reflow(number_refs(text.strip(), patches, series.notes)))
+        if prereq:
+            parts.append(textwrap.fill(prereq, width=WIDTH, break_long_words=False,
+                                       break_on_hyphens=False))
+        parts += [sender, base]
+        below = '\n\n'.join(parts) + '\n'
     for n, p in enumerate(patches, 1):
-        text = rewrite(p, n, total, name, email_addr, notes)
+        text = rewrite(p, n, total, name, email_addr, notes, series.to, series.cc, below)
         p.out_author = me if p.author == PLACEHOLDER else p.author
         p.out_name = f'{n:04d}-{p.slug}.patch'
         with open(os.path.join(out_dir, p.out_name), 'w', encoding='utf-8',
                   newline='') as f:
             f.write(text)
-        print(f'  {p.out_name}')
+        print(f'  {series.name}/{p.out_name}')
+    if total == 1:
+        return
 
     # The cover letter.
+    tname = series.cover
+    tmpl = parse_template(tname)
     width = len(str(total))
-    tname = args['--template']
     body = [reflow(number_refs(tmpl['intro'], patches, f'{tname} @intro')), '']
     slugs = {p.slug for p in patches}
     for n, p in enumerate(patches, 1):
         para = tmpl['patch'].get(p.slug)
         if para is None:
-            notes.append(f'{p.name}: no "@patch {p.slug}" paragraph in '
-                         f'{args["--template"]}: the cover letter gives its subject only')
+            notes.append(f'{series.name}/{p.name}: no "@patch {p.slug}" paragraph in '
+                         f'{tname}: the cover letter gives its subject only')
             para = p.subject + '.'
         para = number_refs(para, patches, f'{tname} @patch {p.slug}')
         label = f'{n:>{width}}. '
@@ -444,25 +677,66 @@ def cmd_write(args, paths):
                                   break_long_words=False,
                                   break_on_hyphens=False))
     for slug in sorted(set(tmpl['patch']) - slugs):
-        notes.append(f'{args["--template"]}: "@patch {slug}" matches no file of '
-                     'kernel-config/patches/ (renamed or dropped?)')
-    body += ['', reflow(number_refs(tmpl['results'], patches, f'{tname} @results')), '',
-             textwrap.fill(' '.join(args['--base'].split()), width=WIDTH,
-                           break_long_words=False, break_on_hyphens=False),
-             '']
+        notes.append(f'{tname}: "@patch {slug}" matches no patch of the series '
+                     f'(kernel-config/series/{series.name}/series): renamed, moved or dropped?')
+    for key in ('prior', 'results'):
+        if tmpl[key]:
+            body += ['', reflow(number_refs(tmpl[key], patches, f'{tname} @{key}'))]
+    if prereq:
+        body += ['', textwrap.fill(prereq, width=WIDTH, break_long_words=False,
+                                   break_on_hyphens=False)]
+    body += ['', sender, '', base, '']
+    trees = os.path.join(args['--trees'], series.name)
     text = (''.join(body_line + '\n' for body_line in body) +
             shortlog(patches) +
-            combined_stat(patches, args['--pristine'], args['--patched']))
+            combined_stat(patches, os.path.join(trees, 'a'), os.path.join(trees, 'b')))
     head = (MBOX_FROM + f'From: {mail_address(name, email_addr)}\n' +
             f'Date: {git_date()}\n' +
-            subject_header(f'[PATCH {0:0{width}d}/{total}] {tmpl["subject"]}'))
+            subject_header(f'[PATCH {0:0{width}d}/{total}] {tmpl["subject"]}') +
+            address_headers(series.to, series.cc))
     text = head + mime_headers(head + text) + '\n' + text
     with open(os.path.join(out_dir, '0000-cover-letter.patch'), 'w',
               encoding='utf-8') as f:
         f.write(text)
-    print('  0000-cover-letter.patch')
+    print(f'  {series.name}/0000-cover-letter.patch')
+
+
+def cmd_write(args):
+    split = load_split(args['--series-dir'], args['--patches'])
+    notes = []
+    for series in split:
+        write_series(args, series, split, notes)
     for note in notes:
         print(f'note: {note}')
+
+
+def cmd_get_maintainer(ksrc, top, patch_dir):
+    """Every address scripts/get_maintainer.pl names for a series' patches
+    must be among its to: and cc:."""
+    bad = 0
+    for series in load_split(top, patch_dir):
+        paths = [os.path.abspath(os.path.join(patch_dir, p)) for p in series.patches]
+        r = subprocess.run(['perl', 'scripts/get_maintainer.pl', '--no-git',
+                            '--no-git-fallback', '--no-rolestats'] + paths,
+                           cwd=ksrc, capture_output=True, text=True)
+        if r.returncode != 0:
+            die(f'get_maintainer.pl failed for series {series.name}: {r.stderr.strip()}')
+        have = {split_identity(a)[1].lower() or a.lower() for a in series.addresses()}
+        missing = []
+        for line in r.stdout.splitlines():
+            addr = split_identity(line.strip())[1] or line.strip()
+            if addr and addr.lower() not in have:
+                missing.append(line.strip())
+        if missing:
+            bad += 1
+            print(f'  FAIL {series.name}: get_maintainer.pl names, and '
+                  f'{top}/{series.name}/series lacks (add as to: or cc:):')
+            for m in missing:
+                print(f'       {m}')
+        else:
+            print(f'  ok   {series.name}: {len(series.to)} to, {len(series.cc)} cc; '
+                  'everyone get_maintainer.pl names is among them')
+    return 1 if bad else 0
 
 
 def maintainers_sections(ksrc):
@@ -528,16 +802,28 @@ def main():
         else:
             paths.append(rest[i])
             i += 1
+    if cmd == 'plan':
+        for a in ('--series-dir', '--patches'):
+            if a not in args:
+                die(f'series.py plan: {a} is missing')
+        cmd_plan(args['--series-dir'], args['--patches'])
+        return 0
+    if cmd == 'write':
+        for a in ('--name', '--email', '--series-dir', '--patches', '--out',
+                  '--base', '--trees'):
+            if a not in args:
+                die(f'series.py write: {a} is missing')
+        cmd_write(args)
+        return 0
+    if cmd == 'get-maintainer':
+        for a in ('--tree', '--series-dir', '--patches'):
+            if a not in args:
+                die(f'series.py get-maintainer: {a} is missing')
+        return cmd_get_maintainer(args['--tree'], args['--series-dir'], args['--patches'])
     if not paths:
         die('no patches given')
     if cmd == 'files':
         cmd_files(paths)
-    elif cmd == 'write':
-        for a in ('--name', '--email', '--template', '--out', '--base',
-                  '--pristine', '--patched'):
-            if a not in args:
-                die(f'series.py write: {a} is missing')
-        cmd_write(args, paths)
     elif cmd == 'maintainers':
         if '--tree' not in args:
             die('series.py maintainers: --tree is missing')
