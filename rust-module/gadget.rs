@@ -154,7 +154,8 @@ impl Delay {
 /// # Invariants
 ///
 /// Points to a [`Delay`], initialised before [`DelayRef::get`] is first called,
-/// that outlives `self` and is never borrowed mutably.
+/// that outlives `self` and that nothing borrows mutably while `self` is used
+/// (the arena's drop, which does, comes after every use of its parts).
 pub(crate) struct DelayRef(NonNull<Delay>);
 
 // SAFETY: A `DelayRef` only lends shared references to a `Delay`, which is
@@ -169,8 +170,8 @@ impl DelayRef {
     /// # Safety
     ///
     /// `delays` points to a [`Delay`] that is initialised before the returned
-    /// value's [`DelayRef::get`] is first called, outlives that value and is
-    /// never borrowed mutably.
+    /// value's [`DelayRef::get`] is first called, outlives that value, and that
+    /// nothing borrows mutably while that value is used.
     pub(crate) unsafe fn new(delays: NonNull<Delay>) -> Self {
         // INVARIANT: As the caller guarantees.
         Self(delays)
@@ -181,7 +182,7 @@ impl DelayRef {
     pub(crate) fn get(&self) -> &Delay {
         // SAFETY: By the type invariant, `self.0` points to an initialised
         // `Delay` that outlives `self`, so it outlives the returned borrow of
-        // `self`, and nothing borrows it mutably.
+        // `self`, and nothing borrows it mutably while `self` is used.
         unsafe { self.0.as_ref() }
     }
 }
