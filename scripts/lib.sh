@@ -176,6 +176,19 @@ lp_mirror() {
 	printf '%s\n' "${m%/}"
 }
 
+# lp_read_plan FILE: `series.py plan`'s lines (a series, the series it
+# requires or -, its patches) into the caller's order array and its
+# requires and members associative arrays (declared with declare -A).
+lp_read_plan() {
+	local s req list
+	order=()
+	while IFS=$'\t' read -r s req list; do
+		order+=("$s")
+		requires[$s]=${req/#-/}
+		members[$s]=$list
+	done <"$1"
+}
+
 # lp_src_hash: what decides the patched source tree: kernel.env and each
 # patch's name and diff, not its commit message (from the first
 # "diff --git" on), so that rewording a patch rebuilds nothing.

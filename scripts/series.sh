@@ -106,12 +106,7 @@ mkdir -p "$out"
 python3 scripts/series.py plan --series-dir "$split" --patches "$pdir" >"$out/plan" ||
 	lp_die "the split of kernel-config/patches/ into kernel-config/series/ is broken (above)"
 declare -A requires=() members=()
-order=()
-while IFS=$'\t' read -r s req list; do
-	order+=("$s")
-	requires[$s]=${req/#-/}
-	members[$s]=$list
-done <"$out/plan"
+lp_read_plan "$out/plan"
 lp_say "make series: $n_all patches of kernel-config/patches/ in ${#order[@]} series (${order[*]}), from $name <$email>"
 
 # The files the patches change, before any of them (from the tarball).

@@ -153,12 +153,7 @@ inroot python3 scripts/series.py plan --series-dir build/series-check/split \
 	--patches build/series-check/patches >"$logs/plan" ||
 	lp_die "the split of kernel-config/patches/ into kernel-config/series/ is broken (above)"
 declare -A requires=() members=()
-order=()
-while IFS=$'\t' read -r s req list; do
-	order+=("$s")
-	requires[$s]=${req/#-/}
-	members[$s]=$list
-done <"$logs/plan"
+lp_read_plan "$logs/plan"
 # The order of the checks, for fewer rebuilds: series that change only C
 # first, then those that change the Rust crates, then those that change
 # the build (scripts/: a changed target.json rebuilds every Rust object),
