@@ -1714,22 +1714,61 @@ TEST_F_TIMEOUT(txn, ioctl_extends_of_own_handles_fill_the_limit,
  * add-check-undo one step, and none is ever refused.
  */
 /*
- * Refusals the ATOMIC run waits for, for at most LPU_TXN_OVERSHOOT_S: it
- * saw 6 to 8 a second (TCG, 4 vCPUs on 2 host cores, 3 whole-limit
- * threads), so a run that sees none in that time is no bad luck.
+ * The window is an add and its undo, a few instructions apart. Where the
+ * module has delay points, every EXTEND stalls LPU_TXN_OVERSHOOT_US
+ * between them (LP_DELAY_TXN_EXTEND_ADDED), so three whole-limit threads
+ * keep a request in flight nearly all the time: the ATOMIC run needs
+ * LPU_TXN_OVERSHOOTS refusals among at most LPU_TXN_OVERSHOOT_EXTENDS
+ * one-credit EXTENDs, a bound in EXTENDs, as fast as the kernel is (an
+ * rt kernel's EXTEND costs some 20 times a debug kernel's). Without delay
+ * points the window is TCG's to hit: at most LPU_TXN_OVERSHOOT_S, which on
+ * a debug kernel saw 6 to 8 refusals a second (4 vCPUs on 2 host cores).
  */
-#define LPU_TXN_OVERSHOOTS	3
-#define LPU_TXN_OVERSHOOT_S	5.0
-#define LPU_TXN_LOCKED_EXTENDS	3000	/* the HANDLE_LOCK run's size */
+#define LPU_TXN_OVERSHOOTS		3
+#define LPU_TXN_OVERSHOOT_US		200
+#define LPU_TXN_OVERSHOOT_EXTENDS	1000
+#define LPU_TXN_OVERSHOOT_S		5.0
+/* The HANDLE_LOCK run's size, without and with the stall. */
+#define LPU_TXN_LOCKED_EXTENDS		3000
+#define LPU_TXN_LOCKED_STALLED		300
+
+/* Stall this arena's threads at @points for @usecs each; 0, 0: none. */
+static int txn_stall(int fd, __u32 points, __u32 usecs)
+{
+	struct lp_delay d = { .points = points, .usecs = usecs };
+
+	return lpu_call(fd, LP_IOC_DELAY, &d);
+}
+
+/* This build of the module cannot stall at @points (not a debug kernel). */
+static bool txn_lacks_points(const struct lp_identify *id, __u32 points)
+{
+	return (id->delay_points & points) != points;
+}
 
 struct txn_overshoot_race {
 	int fd;
 	__u32 flavor;
+	bool stalled;		/* at LP_DELAY_TXN_EXTEND_ADDED */
 	int done;		/* __atomic: set by thread 0 */
 	__u32 small;		/* thread 0's handle */
 	unsigned long long granted, refused, whole_refused;
 	int err;
 };
+
+/* Thread 0 goes on with its one-credit EXTENDs. */
+static bool txn_overshoot_more(const struct txn_overshoot_race *sh,
+			       double end)
+{
+	unsigned long long tried = sh->granted + sh->refused;
+
+	if (sh->flavor != LP_TXN_ATOMIC)
+		return tried < (sh->stalled ? LPU_TXN_LOCKED_STALLED :
+				LPU_TXN_LOCKED_EXTENDS);
+	if (sh->refused >= LPU_TXN_OVERSHOOTS)
+		return false;
+	return sh->stalled ? tried < LPU_TXN_OVERSHOOT_EXTENDS : now_s() < end;
+}
 
 static void *txn_ioctl_overshoot_thread(void *arg)
 {
@@ -1741,9 +1780,7 @@ static void *txn_ioctl_overshoot_thread(void *arg)
 	int ret;
 
 	if (t->index == 0) {
-		while (sh->flavor == LP_TXN_ATOMIC ?
-		       sh->refused < LPU_TXN_OVERSHOOTS && now_s() < end :
-		       sh->granted + sh->refused < LPU_TXN_LOCKED_EXTENDS) {
+		while (txn_overshoot_more(sh, end)) {
 			ret = lpu_txn_extend(sh->fd, sh->small, 1, &e);
 			if (!ret) {
 				sh->granted++;
@@ -1779,6 +1816,7 @@ static void *txn_ioctl_overshoot_thread(void *arg)
 TEST_F_TIMEOUT(txn, ioctl_extends_overshoot_only_in_txn_atomic,
 	       LPU_SLOW_TIMEOUT)
 {
+	const __u32 points = 1u << LP_DELAY_TXN_EXTEND_ADDED;
 	struct txn_overshoot_race sh = {
 		.fd = self->fd, .flavor = variant->flavor,
 	};
@@ -1792,8 +1830,13 @@ TEST_F_TIMEOUT(txn, ioctl_extends_overshoot_only_in_txn_atomic,
 	ASSERT_EQ(0, lpu_txn_start(self->fd, &sh.small, NULL));
 	/* From here on, a whole-limit request is over the limit. */
 	ASSERT_EQ(0, lpu_txn_extend(self->fd, sh.small, 1, &e));
+	sh.stalled = !txn_lacks_points(&self->id, points);
+	if (sh.stalled)
+		ASSERT_EQ(0, txn_stall(self->fd, points, LPU_TXN_OVERSHOOT_US));
 	t0 = now_s();
 	run_threads(n, txn_ioctl_overshoot_thread, &sh);
+	if (sh.stalled)
+		ASSERT_EQ(0, txn_stall(self->fd, 0, 0));
 	EXPECT_EQ(0, sh.err) TH_LOG("first error: %s", strerror(-sh.err));
 	EXPECT_LT(0, sh.whole_refused);
 	if (variant->flavor == LP_TXN_ATOMIC) {
@@ -1808,8 +1851,9 @@ TEST_F_TIMEOUT(txn, ioctl_extends_overshoot_only_in_txn_atomic,
 	EXPECT_EQ(1 + sh.granted, s.credits);
 	EXPECT_EQ(1, s.updates);
 	EXPECT_EQ(1 + sh.granted, lpu_txn_stop(self->fd, sh.small));
-	TH_LOG("%.2f s: one-credit EXTENDs: %llu granted, %llu refused",
-	       now_s() - t0, sh.granted, sh.refused);
+	TH_LOG("%.2f s, %s: one-credit EXTENDs: %llu granted, %llu refused",
+	       now_s() - t0, sh.stalled ? "stalled" : "no stall",
+	       sh.granted, sh.refused);
 	TH_LOG("%llu whole-limit EXTENDs refused", sh.whole_refused);
 }
 
@@ -2071,14 +2115,6 @@ static void txn_bg_join(struct txn_bg *b)
 	pthread_join(b->thread, NULL);
 }
 
-/* Stall this arena's threads at @points for @usecs each; 0, 0: none. */
-static int txn_stall(int fd, __u32 points, __u32 usecs)
-{
-	struct lp_delay d = { .points = points, .usecs = usecs };
-
-	return lpu_call(fd, LP_IOC_DELAY, &d);
-}
-
 /* Wait up to a stall's length for task @tid to sleep in state D. */
 static bool txn_asleep_within_a_stall(pid_t tid)
 {
@@ -2090,12 +2126,6 @@ static bool txn_asleep_within_a_stall(pid_t tid)
 		usleep(1000);
 	}
 	return false;
-}
-
-/* This build of the module cannot stall at @points (not a debug kernel). */
-static bool txn_lacks_points(const struct lp_identify *id, __u32 points)
-{
-	return (id->delay_points & points) != points;
 }
 
 /* Nothing left running: no handle, no credit, no stall. */
