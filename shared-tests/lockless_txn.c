@@ -2063,6 +2063,9 @@ struct txn_bg {
 	__u64 iterations;	/* RUN TXN_EXTEND */
 	bool pin;		/* run on CPU @cpu only */
 	int cpu;
+	/* SCHED_FIFO, and the CPU held this long after the call returned */
+	__u32 hold_us;
+	int hold_err;		/* making it SCHED_FIFO failed: -errno */
 	pthread_t thread;
 	pid_t tid;
 	int called;		/* __atomic: set just before the call */
@@ -2080,6 +2083,8 @@ static void *txn_bg_thread(void *arg)
 	if (b->pin)
 		pin_to_cpu(b->cpu);
 	b->tid = (pid_t)syscall(SYS_gettid);
+	if (b->hold_us && fifo_prio(b->tid, 1))
+		b->hold_err = -errno;
 	b->t_call = now_s();
 	__atomic_store_n(&b->called, 1, __ATOMIC_RELEASE);
 	switch (b->op) {
@@ -2095,6 +2100,9 @@ static void *txn_bg_thread(void *arg)
 		break;
 	}
 	b->t_ret = now_s();
+	/* No task of this CPU's below SCHED_FIFO runs until it ends. */
+	while (now_s() < b->t_ret + b->hold_us / 1e6)
+		;
 	return NULL;
 }
 
@@ -2529,16 +2537,20 @@ TEST_F_TIMEOUT(txn, start_waiting_out_a_drain_records_at_least_its_length,
  * LPU_TXN_WAIT_MS before B, on the committer's CPU, B on a CPU of its
  * own. LP_DELAY_TXN_DRAIN_QUEUED holds j_state_lock exclusive while the
  * drain reads t_updates at zero; B queues on it and is first into
- * update_t_max_wait() once the committer unlocks, and A follows as soon
- * as the committer leaves its CPU. LP_DELAY_TXN_MAX_WAIT_READ stalls each
- * between its read of t_max_wait and its store, so A reads the value B
- * read, and B's store lands before A's. TXN_ATOMIC's cmpxchg loop retries
- * A's store that lost, and TXN_HANDLE_LOCK's lock lets one read at a
- * time: either way t_max_wait ends at least A's wait (bounded as above),
- * where B waited about a stall and a wakeup. A raise tried once keeps
- * B's wait. TXN_ATOMIC runs until two rounds met (A outlasted the
- * COMMIT, begun well before the STOP), TXN_HANDLE_LOCK, whose lock no
- * raise can get around, until one did; each gets two more rounds.
+ * update_t_max_wait() once the committer unlocks. The committer runs
+ * SCHED_FIFO and holds its CPU for half a stall after its COMMIT
+ * returns, so A, whose START got in with B's, reads only then: whatever
+ * the host does with the vCPUs, B has read first by that time.
+ * LP_DELAY_TXN_MAX_WAIT_READ stalls each between its read of t_max_wait
+ * and its store, so A reads the value B read, and B's store lands half a
+ * stall before A's. TXN_ATOMIC's cmpxchg loop retries A's store that
+ * lost, and TXN_HANDLE_LOCK's lock lets one read at a time: either way
+ * t_max_wait ends at least A's wait (bounded as above), where B waited
+ * about a stall and a wakeup. A raise tried once keeps B's wait, in every
+ * round (left to the scheduler, A went first in about half of them).
+ * TXN_ATOMIC runs until two rounds met (A outlasted the COMMIT, begun
+ * well before the STOP), TXN_HANDLE_LOCK, whose lock no raise can get
+ * around, until one did; each gets two more rounds.
  */
 #define LPU_TXN_MAX_STALL_US	20000
 #define LPU_TXN_MAX_MET		2	/* TXN_ATOMIC's rounds that must meet */
@@ -2563,6 +2575,7 @@ TEST_F_TIMEOUT(txn, racing_starts_leave_the_longest_wait, LPU_SLOW_TIMEOUT)
 	for (round = 0; round < need + 2 && met < need; round++) {
 		struct txn_bg c = {
 			.fd = self->fd, .op = TXN_BG_COMMIT, .pin = true,
+			.hold_us = LPU_TXN_MAX_STALL_US / 2,
 		};
 		struct txn_bg a, b;
 
@@ -2586,6 +2599,7 @@ TEST_F_TIMEOUT(txn, racing_starts_leave_the_longest_wait, LPU_SLOW_TIMEOUT)
 		txn_bg_join(&a);
 		txn_bg_join(&b);
 		ASSERT_EQ(0, txn_stall(self->fd, 0, 0));
+		ASSERT_EQ(0, c.hold_err) TH_LOG("SCHED_FIFO: %s", strerror(-c.hold_err));
 		ASSERT_EQ(0, c.ret);
 		ASSERT_EQ(0, a.ret);
 		ASSERT_EQ(0, b.ret);
