@@ -446,9 +446,12 @@ impl<F: Flavor> GadgetPtr<F> {
     /// count of it and uses the borrow for the decrement that gives the count up
     /// (or before), not after that call returns; or the gadget was found in the
     /// registry ([`Found`]) and `'a` ends with the lock or critical section it
-    /// was found in. The gadget may be dropped meanwhile: `field` must be valid
-    /// for any bytes with no destructor (an `Opaque`, such as a `Refcount`), over
-    /// which the drop's `&mut Gadget`, of a `!Unpin` type, claims no uniqueness.
+    /// was found in. The gadget may be dropped and freed meanwhile: `field` must
+    /// be wholly an `UnsafeCell` with no destructor (an `Opaque`, such as a
+    /// `Refcount`), over which the drop's `&mut Gadget`, of a `!Unpin` type,
+    /// claims no uniqueness, and which alone may be deallocated while a live
+    /// reference to it is no longer used (`core::cell::UnsafeCell`'s documented
+    /// exception, rust-lang/rust#98017).
     #[inline]
     unsafe fn field<'a, T>(self, field: impl FnOnce(*const Gadget<F>) -> *const T) -> &'a T {
         // SAFETY: `field` projects a place of the allocated gadget (the caller's
@@ -1074,9 +1077,15 @@ macro_rules! refcounted_flavor {
                 // SAFETY: The caller owns a count of `g` and hands it over: the
                 // gadget is allocated until `$put` gives the count up, and the
                 // borrow of its count alone ([`GadgetPtr::field`]) is used for
-                // that and before. For `release_box`, the gadget lives in a box
-                // (`alloc_box`), and `$put` says whether it took the count to zero
-                // and unlinked it.
+                // that and before. That borrow, an argument of `$put` and of the
+                // `Refcount` method that decrements, is still live when another
+                // CPU may free the gadget: allowed, because a `Refcount` is wholly
+                // an `Opaque`, an `UnsafeCell`, which may be deallocated after the
+                // reference's last use while it lives (`core::cell::UnsafeCell`'s
+                // documented exception, rust-lang/rust#98017; 7.3's `Arc::drop`
+                // relies on it with the same `dec_and_test()`). For `release_box`,
+                // the gadget lives in a box (`alloc_box`), and `$put` says whether
+                // it took the count to zero and unlinked it.
                 unsafe {
                     let refcnt = g.field(|g| &raw const (*g).count);
                     release_box(g, $put(g, refcnt, pin))
