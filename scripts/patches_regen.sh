@@ -84,7 +84,9 @@ write)
 	[ "$(wc -l <<<"$base")" -eq 1 ] || lp_die "$dir has more than one root commit"
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
-	git -C "$dir" format-patch -q --zero-commit --no-signature -N \
+	# core.abbrev pinned: "auto" follows the tree's object count, and a
+	# fresh, unpacked tree gives shorter index lines than a packed one.
+	git -C "$dir" -c core.abbrev=9 format-patch -q --zero-commit --no-signature -N \
 		-o "$tmp" "$base..$rev"
 	# Names: a commit whose subject is a file's keeps that file's name. The
 	# others keep the number of the one unmatched file between the same
