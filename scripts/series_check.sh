@@ -299,8 +299,13 @@ for s in "${order[@]}"; do
 			objs=$(grep -cE '^  (CC|AS|RUSTC|RUSTDOC|HOSTCC|HOSTRUSTC) ' "$logs/$s/$stem.build.log" || true)
 			lp_say "[$s $k/$n] built in $tb s ($objs objects compiled); booting its KUnit suites"
 			# Guests take turns on this machine (another engineer's too).
+			# flock() needs only a read-only descriptor: the first user
+			# creates the file for everyone (0666), the others open it
+			# without O_CREAT, which /tmp's sticky bit refuses them.
 			t2=$SECONDS
-			exec 7>/tmp/lp-guest.lock
+			[ -e /tmp/lp-guest.lock ] || (umask 0 && : >>/tmp/lp-guest.lock) ||
+				lp_die "cannot create /tmp/lp-guest.lock"
+			exec 7</tmp/lp-guest.lock
 			if ! flock -n 7; then
 				lp_say "[$s $k/$n] waiting for /tmp/lp-guest.lock (another guest is running)"
 				flock 7
