@@ -43,7 +43,10 @@ arm64_verify() {
 }
 
 # arm64_extras: for ARCH=arm64 only, the packages of tools.env's
-# LP_ROOT_ARM64_PACKAGES, and arm64's busybox unpacked into /opt/lp-arm64
+# LP_ROOT_ARM64_PACKAGES (without their recommends: qemu-system-arm's
+# pull in the GTK GUI and dbus, whose system user and group a user's
+# root cannot create, so their configuration fails there), and arm64's
+# busybox unpacked into /opt/lp-arm64
 # (apt fetches and verifies its .deb with arm64 lists of its own, as for
 # sparse below). Stamped apart from the root: an x86 run neither
 # fetches them nor sees its root change.
@@ -61,7 +64,7 @@ arm64_extras() {
 	"$LP_REPO/scripts/inroot.sh" --net "apt-get update -qq" ||
 		lp_die "apt-get update inside the root failed: is $mirror reachable?"
 	"$LP_REPO/scripts/inroot.sh" --net \
-		"DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $LP_ROOT_ARM64_PACKAGES >/dev/null" ||
+		"DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $LP_ROOT_ARM64_PACKAGES >/dev/null" ||
 		lp_die "installing $LP_ROOT_ARM64_PACKAGES inside the root failed"
 	"$LP_REPO/scripts/inroot.sh" --net "set -e
 		d=\$(mktemp -d)
