@@ -8,10 +8,10 @@ For every function that a litmus test's Code: section names
 (shared-tests/litmus/*.litmus) or that docs/mapping.md's pattern table
 maps C to Rust without a litmus test (MAPPING below), in both modules,
 this reads its ordering claims (the operations its Code: list names,
-which make litmus checks against the source with
-scripts/litmus_code.py; MAPPING's for the rest) and finds, in the arm64 code of MODDIR's
-lockless_c.ko and lockless_rust.ko (built with DWARF:
-scripts/modules.sh KIND -g), the instruction forms each claim needs:
+which make litmus checks against the source with scripts/litmus_code.py;
+MAPPING's for the rest) and finds, in the arm64 code of MODDIR's
+lockless_c.ko and lockless_rust.ko (built with DWARF: scripts/modules.sh
+KIND -g), the instruction forms each claim needs:
 
   claim                       LSE form           LL/SC form
   RMW .full                   *al (ldaddal, casal, swpal, ...)
@@ -27,25 +27,31 @@ scripts/modules.sh KIND -g), the instruction forms each claim needs:
   rmb / wmb / mb              dmb ishld / dmb ishst / dmb ish
 
 A function's code is the instructions DWARF attributes to it, its inlined
-callees included (scripts/bench_report.py's Module; every copy of a
-generic Rust function is checked), plus the bodies in VMLINUX of the
-calls it makes to the kernel's out-of-line atomics: the rust_helper_*
-functions behind Rust's Atomic, Refcount and Arc when they are not
-inlined (CONFIG_RUST_INLINE_HELPERS=n), and lib/refcount.c's
-refcount_dec_and_*lock() and refcount_dec_not_one() (followed two calls
-deep). The arm64 kernel compiles both forms of each atomic and picks one
-at boot (LSE on -cpu max, LL/SC on a v8.0 CPU): both must be there.
+callees included (scripts/bench_report.py's DWARF reader; every copy of
+a generic Rust function is checked, and a claim on a branch a copy
+compiled away counts if another copy has it), and, per call site, the
+bodies of the calls that stand for an operation: in VMLINUX the
+rust_helper_* functions behind Rust's Atomic, Refcount and Arc when they
+are not inlined (CONFIG_RUST_INLINE_HELPERS=n) and lib/refcount.c's
+refcount_dec_and_*lock() and refcount_dec_not_one() (FOLLOW, two calls
+deep), in the module the kernel crate's generic sync code and
+lp_gadget_get_unless_zero() (LOCAL, one call deep).
 
-The claims are counted per form: a function with two fully ordered RMWs
-needs two *al sites and two stlxr+dmb ish sites; a stronger form may
-stand in for an acquire or a release, only a plain form for a relaxed
-RMW. A function fails when a claim finds no site left, in either form.
+The arm64 kernel compiles both forms of each atomic and picks one at
+boot (LSE on -cpu max, LL/SC on a v8.0 CPU): the LL/SC form, always
+inline, must hold the claim, and so must the LSE form if the function
+has one for that operation (an alternative's replacement, xchg's LSE
+form, is assembled outside the function and may be missing). The claims
+are counted: two fully ordered RMWs need two sites of each form; a
+stronger form may stand in for an acquire or a release, only a plain
+form for a relaxed RMW.
 
-Printed: one table, each C function beside its Rust twin (the same
+Printed: one table, each C function above its Rust twin (the same
 process of the same litmus test, or the same MAPPING row), claims ->
 forms found; then the places where C and Rust compile the same claim to
-different instructions (findings, not failures); then "N passed, N
-failed" (one per function copy checked). Exit status 1 on a failure.
+different instructions (findings, not failures), and how many claims
+differ only in Rust's being in a helper; then "N passed, N failed" (one
+per function copy checked). Exit status 1 on a failure.
 """
 import bisect
 import os
@@ -56,7 +62,7 @@ import sys
 sys.dont_write_bytecode = True   # no __pycache__ in the checkout
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_report as br  # noqa: E402  (DWARF: the functions' addresses)
-import litmus_code as lc  # noqa: E402  (the claims, from the source)
+import litmus_code as lc  # noqa: E402  (the Code: lists and tokens)
 
 # docs/mapping.md's "What each pattern became" rows with no litmus test
 # of their own, and their claims: SET is atomic_xchg() /
