@@ -6,17 +6,23 @@
 # same in an unprivileged user namespace; no sudo); nothing is installed on
 # the host except mmdebstrap (and uidmap, for users). Variables: LP_CACHE,
 # KDIR, ACCEL=kvm, TIMEOUT, SMP, MEM, JOBS, BENCH_QUICK, TESTS, PRESET,
-# RACE_PUTS, CHAIN_DEPTH, SEED, FUZZ_STREAMS, FUZZ_STEPS (see README.md).
+# RACE_PUTS, CHAIN_DEPTH, SEED, FUZZ_STREAMS, FUZZ_STEPS, ARCH=arm64
+# (see README.md).
 
 S := scripts
 
-.PHONY: help check soak fuzz kcsan-control mutants pin-experiment demo bench study study-check series series-check shell lint litmus toolchain kernel modules guest clean distclean
+.PHONY: help check ordering soak fuzz kcsan-control mutants pin-experiment demo bench study study-check series series-check shell lint litmus toolchain kernel modules guest clean distclean
 
 help:
 	@echo "make demo       boot the guest, load both modules, print their answers side by side"
 	@echo "make check      build everything needed, run all tests in QEMU (the kernel's KUnit suites too),"
 	@echo "                lint, litmus and the demo's API columns against the code; ends 'N passed, N failed'"
 	@echo "                TESTS=GLOB: only the matching driver tests, against both modules"
+	@echo "                ARCH=arm64: the same on an arm64 guest (qemu-system-aarch64 -M virt),"
+	@echo "                with make ordering"
+	@echo "make ordering   the arm64 machine code of every ordered function, C and Rust side by side:"
+	@echo "                each ordering docs/mapping.md or a litmus Code: list claims must be its"
+	@echo "                instructions (ldar/stlr, LSE *al/*a/*l forms, dmb); always ARCH=arm64"
 	@echo "make soak       make check with the full sizes (PRESET=full: 10^5 racing puts, 10^5-deep chains),"
 	@echo "                on the KCSAN kernel, the debug (KASAN) kernel, the debug kernel with"
 	@echo "                full preemption (CONFIG_PREEMPT, not PREEMPT_LAZY), then with PREEMPT_RT"
@@ -51,7 +57,8 @@ help:
 	@echo "make distclean  clean, and remove the cache (toolchain root, kernel trees)"
 	@echo ""
 	@echo "Variables (README.md says more): TESTS=GLOB, KIND=debug|kcsan|preempt|rt, PRESET=quick|full,"
-	@echo "  SEED=N (make fuzz), RACE_PUTS=N, CHAIN_DEPTH=N, FUZZ_STREAMS=N, FUZZ_STEPS=N,"
+	@echo "  ARCH=x86_64|arm64 (QEMU_CPU=, TCG_THREAD=single), SEED=N (make fuzz), RACE_PUTS=N,"
+	@echo "  CHAIN_DEPTH=N, FUZZ_STREAMS=N, FUZZ_STEPS=N,"
 	@echo "  LP_CACHE=DIR (toolchain root and kernels), LP_MIRROR=URL (Debian mirror), KDIR=DIR (your"
 	@echo "  own kernel tree), ACCEL=kvm, TIMEOUT=S, SMP=N, MEM=SIZE, JOBS=N, BENCH_QUICK=1,"
 	@echo "  BENCH_MS=N, BENCH_REPS=N, KUNIT=1 (with TESTS=: KUnit too), MUTANT_BASELINE=quick|full|none,"
@@ -59,6 +66,9 @@ help:
 
 check:
 	@$(S)/check.sh
+
+ordering:
+	@ARCH=arm64 $(S)/ordering.sh
 
 soak:
 	@PRESET=full KIND=kcsan $(S)/check.sh && PRESET=full KIND=debug $(S)/check.sh && \

@@ -30,6 +30,10 @@ set -euo pipefail
 lp_need_root "$@"
 
 S=$LP_REPO/scripts
+# arm64's perf kernels, its two CPUs (LSE, LL/SC) and bench_report.py's
+# arm64 call relocations are not written yet.
+[ "$LP_ARCH" = x86_64 ] ||
+	lp_die "make bench is x86_64 only for now (ARCH=$LP_ARCH): no arm64 cost table yet"
 start=$SECONDS
 "$S/toolchain.sh"
 

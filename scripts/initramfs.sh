@@ -10,7 +10,7 @@ lp_in_root "$@"
 kind=${1:-debug}
 kdir=$(lp_kdir "$kind")
 ksrc=$(lp_ksrc "$kdir")
-guest=$LP_OUT/guest-$kind
+guest=$LP_OUT/guest-$kind$LP_KSUF
 stage=$guest/rootfs
 [ -f "$guest/modules/lockless_c.ko" ] && [ -f "$guest/modules/lockless_rust.ko" ] ||
 	lp_die "modules for $kind are not built: run scripts/modules.sh $kind first"
@@ -21,17 +21,18 @@ rm -rf "$stage"
 mkdir -p "$stage"/{bin,dev,proc,sys,tmp,modules}
 cflags=(-static -O2 -Wall -Werror -pthread
 	-I"$ksrc/tools/testing/selftests" -I"$LP_REPO/shared-tests")
-lp_say "compiling the guest programs (static)"
-gcc "${cflags[@]}" -o "$stage/bin/lockless_test" shared-tests/lockless_test.c ||
-	lp_die "compiling shared-tests/lockless_test.c failed"
-gcc "${cflags[@]}" -o "$stage/bin/lockless_demo" shared-tests/lockless_demo.c ||
-	lp_die "compiling shared-tests/lockless_demo.c failed"
-gcc "${cflags[@]}" -o "$stage/bin/lockless_racy" shared-tests/lockless_racy.c ||
-	lp_die "compiling shared-tests/lockless_racy.c failed"
-gcc "${cflags[@]}" -o "$stage/bin/lockless_bench" shared-tests/lockless_bench.c ||
-	lp_die "compiling shared-tests/lockless_bench.c failed"
+# arm64: the cross compiler and arm64's busybox (toolchain.sh ARCH=arm64).
+cc=gcc busybox=/bin/busybox
+if [ "$LP_ARCH" = arm64 ]; then
+	cc=aarch64-linux-gnu-gcc busybox=/opt/lp-arm64/bin/busybox
+fi
+lp_say "compiling the guest programs (static${LP_KSUF:+, $cc})"
+for p in lockless_test lockless_demo lockless_racy lockless_bench; do
+	$cc "${cflags[@]}" -o "$stage/bin/$p" "shared-tests/$p.c" ||
+		lp_die "compiling shared-tests/$p.c failed"
+done
 
-cp /bin/busybox "$stage/bin/busybox"
+cp "$busybox" "$stage/bin/busybox"
 ln -s busybox "$stage/bin/sh"
 cp "$guest"/modules/*.ko "$stage/modules/"
 install -m 0755 shared-tests/init.sh "$stage/init"
@@ -60,4 +61,4 @@ newc_entry() {
 	fi
 } | gzip -1 >"$guest/initramfs.cpio.gz.tmp"
 mv "$guest/initramfs.cpio.gz.tmp" "$guest/initramfs.cpio.gz"
-lp_say "guest ready: build/guest-$kind/initramfs.cpio.gz ($(du -h "$guest/initramfs.cpio.gz" | cut -f1))"
+lp_say "guest ready: build/guest-$kind$LP_KSUF/initramfs.cpio.gz ($(du -h "$guest/initramfs.cpio.gz" | cut -f1))"

@@ -34,9 +34,12 @@ passenv=(HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8
 	TERM="${TERM:-dumb}" LP_CACHE_IN="$LP_IN_WORK")
 for v in JOBS ACCEL TIMEOUT SMP MEM KDIR V CI BENCH_QUICK BENCH_MS BENCH_REPS \
 	LP_VERBOSE RACE_PUTS CHAIN_DEPTH PRESET TESTS KUNIT ICOUNT FUZZ_SEED FUZZ_STREAMS \
-	FUZZ_STEPS; do
+	FUZZ_STEPS ORDERING_MUTANTS ORDERING_PREBUILT QEMU_CPU TCG_THREAD; do
 	[ -n "${!v:-}" ] && passenv+=("$v=${!v}")
 done
+# The kernel's make reads ARCH from the environment: set only for arm64,
+# so that an x86 build sees exactly what it always has.
+[ "$LP_ARCH" = x86_64 ] || passenv+=("ARCH=$LP_ARCH")
 
 # A kernel tree of the user's own (KDIR=) appears at /lp/kdir.
 kdir=

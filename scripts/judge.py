@@ -45,6 +45,8 @@ SPLATS = [
     r'general protection fault', r'RCU stall', r'rcu_.* detected stall',
     r'soft lockup', r'hard LOCKUP', r'hung task', r'blocked for more than',
     r'Call Trace:', r'refcount_t: ',
+    # arm64's spellings of an oops and its backtrace.
+    r'Call trace:', r'Unable to handle kernel',
 ]
 # kmemleak's own "N new suspected memory leaks" after a scan is not one:
 # the known-leak control always makes it, and /init prints every record

@@ -24,5 +24,5 @@ if [ "$mode" = check ] && { [ -z "${TESTS:-}" ] || [ "${KUNIT:-0}" = 1 ]; } &&
 	grep -qx 'CONFIG_KUNIT=y' "$kdir/.config"; then
 	kunit=(--kernel-ktap)
 fi
-exec python3 "$LP_REPO/scripts/judge.py" "$LP_OUT/guest-$kind/$run" "$ksrc" \
+exec python3 "$LP_REPO/scripts/judge.py" "$LP_OUT/guest-$kind$LP_KSUF/$run" "$ksrc" \
 	"$counts" --mode "$mode" "${kunit[@]}"

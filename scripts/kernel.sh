@@ -12,6 +12,10 @@ set -euo pipefail
 kind=${1:-debug}
 [ -f "$LP_REPO/kernel-config/$kind.config" ] ||
 	lp_die "no kernel-config/$kind.config: unknown kernel kind '$kind'"
+# Rust under KCSAN (patch 0007) needs rustc's thread sanitizer, which its
+# aarch64 kernel target does not list.
+[ "$kind" != kcsan ] || [ "$LP_ARCH" = x86_64 ] ||
+	lp_die "KIND=kcsan is x86_64 only: rustc's aarch64-unknown-none-softfloat target has no thread sanitizer, so Rust cannot be built for KCSAN on $LP_ARCH (patch 0007 is gated on CONFIG_X86_64)"
 
 if [ -z "${LP_CACHE_IN:-}" ]; then
 	# Host side: decide whether there is anything to do.
@@ -19,16 +23,16 @@ if [ -z "${LP_CACHE_IN:-}" ]; then
 	# One builder per kernel kind: a second make check waits, then finds
 	# the kernel up to date. The lock is inherited by the build below.
 	mkdir -p "$LP_WORK"
-	exec 9>"$LP_WORK/kernel-$kind.lock"
+	exec 9>"$LP_WORK/kernel-$kind$LP_KSUF.lock"
 	if ! flock -n 9; then
-		lp_say "kernel ($kind): another build holds $LP_WORK/kernel-$kind.lock, waiting"
+		lp_say "kernel ($kind$LP_KSUF): another build holds $LP_WORK/kernel-$kind$LP_KSUF.lock, waiting"
 		flock 9
 	fi
 	khash=$(lp_kernel_hash "$kind")
 	kdir=$(lp_kdir_host "$kind")
 	if [ -f "$kdir/.lp-stamp" ] && [ "$(cat "$kdir/.lp-stamp")" = "$khash" ] &&
-		[ -f "$kdir/arch/x86/boot/bzImage" ]; then
-		lp_say "kernel ($kind) up to date: $kdir"
+		[ -f "$kdir/$LP_KIMAGE" ]; then
+		lp_say "kernel ($kind$LP_KSUF) up to date: $kdir"
 		exit 0
 	fi
 	exec "$LP_REPO/scripts/inroot.sh" "scripts/kernel.sh $kind"
@@ -38,7 +42,7 @@ fi
 shash=$(lp_src_hash)
 khash=$(lp_kernel_hash "$kind")
 src=$LP_CACHE_IN/src-$shash
-kdir=$LP_CACHE_IN/kernel-$kind
+kdir=$(lp_kdir_root "$kind")
 log=$kdir.log
 jobs=${JOBS:-$(nproc)}
 
@@ -80,6 +84,7 @@ done
 
 cd "$src"
 mk() { make -s O="$kdir" LLVM=1 "$@"; }
+[ "$LP_ARCH" = x86_64 ] || lp_say "kernel ($kind): ARCH=$LP_KARCH, build directory ${kdir##*/}"
 
 mapfile -t frags < <(lp_kind_fragments "$kind")
 lp_say "kernel ($kind): configuring (allnoconfig + $(printf '%s\n' "${frags[@]##*/}" | paste -sd+ | sed 's/+/ + /g'))"
@@ -125,4 +130,4 @@ lp_say "kernel ($kind): building with LLVM=1 -j$jobs (~10 min cold; log: ${log/#
 start=$SECONDS
 lp_make_watched "kernel ($kind)" "$log" O="$kdir" LLVM=1 -j"$jobs"
 echo "$khash" >"$kdir/.lp-stamp"
-lp_say "kernel ($kind) built in $((SECONDS - start)) s: $kdir/arch/x86/boot/bzImage"
+lp_say "kernel ($kind) built in $((SECONDS - start)) s: $kdir/$LP_KIMAGE"

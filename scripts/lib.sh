@@ -17,8 +17,29 @@ LP_OUT=$LP_REPO/build           # project outputs; /lp/src/build in the root
 # Where the work dir appears inside the root (the repo is /lp/src).
 LP_IN_WORK=/lp/cache
 
+# The guest's architecture: ARCH=x86_64 (the default) or ARCH=arm64
+# (qemu-system-aarch64 -M virt; kernel-config/arm64.config over
+# base.config). LP_KSUF tells an arm64 kernel's build directory and guest
+# apart from x86's: kernel-debug-arm64, build/guest-debug-arm64.
+# LP_KARCH is the kernel's ARCH=, LP_KIMAGE its boot image.
+# shellcheck disable=SC2034 # LP_KSUF, LP_KARCH, LP_KIMAGE: for the sourcing scripts
+case ${ARCH:-x86_64} in
+x86_64 | x86)
+	LP_ARCH=x86_64 LP_KSUF='' LP_KARCH=x86_64 LP_KIMAGE=arch/x86/boot/bzImage
+	;;
+arm64 | aarch64)
+	LP_ARCH=arm64 LP_KSUF=-arm64 LP_KARCH=arm64 LP_KIMAGE=arch/arm64/boot/Image
+	;;
+*)
+	lp_arch_bad=${ARCH}
+	;;
+esac
+
 lp_say() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 lp_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+[ -z "${lp_arch_bad+x}" ] ||
+	lp_die "ARCH=$lp_arch_bad is not one of x86_64 (the default), arm64"
 
 # Root or not. As root, every step runs as it always has:
 # mmdebstrap, a private mount namespace, chroot. As an ordinary user, the
@@ -205,11 +226,13 @@ lp_src_hash() {
 }
 
 # lp_kind_fragments KIND: the config fragments of kernel KIND, in the
-# order they are applied: base.config, the fragment KIND.config names in a
-# "# lp-extends: OTHER" line (perf-inline extends perf), then KIND.config.
+# order they are applied: base.config, arm64.config for ARCH=arm64, the
+# fragment KIND.config names in a "# lp-extends: OTHER" line (perf-inline
+# extends perf), then KIND.config.
 lp_kind_fragments() {
 	local kind=$1 base
 	printf '%s\n' "$LP_REPO/kernel-config/base.config"
+	[ "$LP_ARCH" = x86_64 ] || printf '%s\n' "$LP_REPO/kernel-config/$LP_ARCH.config"
 	base=$(sed -n 's/^# lp-extends: *\([a-z-]*\) *$/\1/p' \
 		"$LP_REPO/kernel-config/$kind.config")
 	[ -z "$base" ] || printf '%s\n' "$LP_REPO/kernel-config/$base.config"
@@ -261,8 +284,8 @@ lp_run_name() {
 }
 
 # Paths of one kernel kind, as seen from the host and from inside the root.
-lp_kdir_host() { printf '%s\n' "$LP_WORK/kernel-$1"; }
-lp_kdir_root() { printf '%s\n' "$LP_IN_WORK/kernel-$1"; }
+lp_kdir_host() { printf '%s\n' "$LP_WORK/kernel-$1$LP_KSUF"; }
+lp_kdir_root() { printf '%s\n' "$LP_IN_WORK/kernel-$1$LP_KSUF"; }
 
 # lp_in_root SCRIPT ARGS...: when called on the host, re-run this script
 # inside the toolchain root (exec, so it never returns there).

@@ -24,10 +24,10 @@ kdir=$(lp_kdir "$kind")
 [ -f "$kdir/Module.symvers" ] ||
 	lp_die "no built kernel in $kdir: run 'make kernel' (or check KDIR=)"
 
-out=$LP_OUT/guest-$kind/modules
+out=$LP_OUT/guest-$kind$LP_KSUF/modules
 mkdir -p "$out"
 for m in c-module rust-module shared-tests/kmemleak_control; do
-	lp_say "building $m against $kdir"
+	lp_say "building $m against $kdir${LP_KSUF:+ (ARCH=$LP_KARCH)}"
 	make -s -C "$kdir" M="$LP_REPO/$m" LLVM=1 W=1 "${dwarf[@]}" modules ||
 		lp_die "building $m failed (messages above)"
 done

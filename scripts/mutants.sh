@@ -71,6 +71,9 @@ set -euo pipefail
 lp_need_root "$@"
 
 kind=debug
+# On arm64, make ordering applies the ordering mutants (scripts/ordering.sh).
+[ "$LP_ARCH" = x86_64 ] ||
+	lp_die "make mutants is x86_64 only (ARCH=$LP_ARCH): on arm64, make ordering runs the ordering mutants"
 mdir=$LP_REPO/shared-tests/mutants
 out=$LP_OUT/mutants
 table=$out/table.md

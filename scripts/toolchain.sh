@@ -30,6 +30,59 @@ verify() {
 		lp_die "toolchain root $LP_ROOT lacks: ${missing[*]} (remove it with 'make distclean' and retry)"
 }
 
+# arm64_verify: what an ARCH=arm64 run needs on top (tools.env).
+arm64_verify() {
+	local missing=() t
+	for t in qemu-system-aarch64 aarch64-linux-gnu-gcc; do
+		[ -x "$LP_ROOT/usr/bin/$t" ] || missing+=("$t")
+	done
+	[ -f "$LP_ROOT/usr/aarch64-linux-gnu/lib/libc.a" ] || missing+=(libc6-dev-arm64-cross)
+	[ -x "$LP_ROOT/opt/lp-arm64/bin/busybox" ] || missing+=(/opt/lp-arm64/bin/busybox)
+	[ ${#missing[@]} -eq 0 ] ||
+		lp_die "toolchain root $LP_ROOT lacks, for ARCH=arm64: ${missing[*]} (remove $LP_ROOT/.lp-stamp-arm64 and retry)"
+}
+
+# arm64_extras: for ARCH=arm64 only, the packages of tools.env's
+# LP_ROOT_ARM64_PACKAGES (without their recommends: qemu-system-arm's
+# pull in the GTK GUI and dbus, whose system user and group a user's
+# root cannot create, so their configuration fails there), and arm64's
+# busybox unpacked into /opt/lp-arm64
+# (apt fetches and verifies its .deb with arm64 lists of its own, as for
+# sparse below). Stamped apart from the root: an x86 run neither
+# fetches them nor sees its root change.
+arm64_extras() {
+	local stamp64=$LP_ROOT/.lp-stamp-arm64 want64
+	[ "$LP_ARCH" = arm64 ] || return 0
+	want64=$(printf '%s\n' "$want" "$LP_ROOT_ARM64_PACKAGES" "$LP_ARM64_BUSYBOX" |
+		sha256sum | cut -c1-16)
+	if [ -f "$stamp64" ] && [ "$(cat "$stamp64")" = "$want64" ]; then
+		arm64_verify
+		lp_say "toolchain root ok for arm64"
+		return 0
+	fi
+	lp_say "adding what ARCH=arm64 needs to the root: $LP_ROOT_ARM64_PACKAGES, $LP_ARM64_BUSYBOX:arm64 (~1 min, once)"
+	"$LP_REPO/scripts/inroot.sh" --net "apt-get update -qq" ||
+		lp_die "apt-get update inside the root failed: is $mirror reachable?"
+	"$LP_REPO/scripts/inroot.sh" --net \
+		"DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $LP_ROOT_ARM64_PACKAGES >/dev/null" ||
+		lp_die "installing $LP_ROOT_ARM64_PACKAGES inside the root failed"
+	"$LP_REPO/scripts/inroot.sh" --net "set -e
+		d=\$(mktemp -d)
+		mkdir -p \$d/lists/partial \$d/cache/archives/partial
+		echo 'deb $mirror $LP_SUITE main' >\$d/sources.list
+		o='-q -o APT::Sandbox::User=root -o Acquire::Check-Valid-Until=false -o APT::Architectures=arm64
+		   -o APT::Architecture=arm64 -o Dir::Etc::SourceList='\$d'/sources.list
+		   -o Dir::Etc::SourceParts=- -o Dir::State::Lists='\$d'/lists -o Dir::Cache='\$d'/cache'
+		apt-get \$o update -qq
+		cd \$d && apt-get \$o download $LP_ARM64_BUSYBOX:arm64 2>/dev/null
+		rm -rf /opt/lp-arm64 /opt/lp-arm64.tmp && dpkg-deb -x \$d/${LP_ARM64_BUSYBOX}_*.deb /opt/lp-arm64.tmp
+		mkdir -p /opt/lp-arm64/bin && mv /opt/lp-arm64.tmp/usr/bin/busybox /opt/lp-arm64/bin/
+		rm -rf \$d /opt/lp-arm64.tmp" || lp_die "fetching $LP_ARM64_BUSYBOX:arm64 from $LP_SUITE failed"
+	arm64_verify
+	printf '%s\n' "$want64" >"$stamp64"
+	lp_say "toolchain root ready for arm64"
+}
+
 mkdir -p "$LP_CACHE"
 exec 9>"$LP_CACHE/root.lock"
 if ! flock -n 9; then
@@ -40,6 +93,7 @@ fi
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 	verify
 	lp_say "toolchain root ok: $LP_ROOT"
+	arm64_extras
 	exit 0
 fi
 
@@ -116,3 +170,4 @@ lp_say "unpacking sparse from $LP_SPARSE_SUITE into /opt/lp-sparse (make lint)"
 verify
 printf '%s\n' "$want" >"$stamp"
 lp_say "toolchain root ready: $LP_ROOT ($(du -sh "$LP_ROOT" | cut -f1))"
+arm64_extras

@@ -14,6 +14,9 @@
 #                  racy_control=1, /bin/lockless_racy (on /dev/ttyS1);
 #                  the KCSAN reports are on the console
 #
+# lp.tty=hvc (arm64's virt machine): the channels are the virtio-console
+# ports /dev/hvc1..hvc3 instead of /dev/ttyS1..ttyS3.
+#
 # Lines starting "lp-init:" are for the judge (scripts/judge.py): a
 # "lp-init: FAIL" line fails the run, "lp-init: done" proves it finished,
 # "lp-init: expect NAME" names a driver test that must report a result,
@@ -28,9 +31,11 @@ mount -t debugfs debugfs /sys/kernel/debug
 mount -t tmpfs tmpfs /tmp
 
 mode=check
+tty=ttyS
 for arg in $(cat /proc/cmdline); do
 	case $arg in
 	lp.mode=*) mode=${arg#lp.mode=} ;;
+	lp.tty=*) tty=${arg#lp.tty=} ;;
 	# lp.env.NAME=VALUE: an environment variable for the driver.
 	lp.env.*=*) export "${arg#lp.env.}" ;;
 	esac
@@ -39,7 +44,7 @@ done
 fail() { echo "lp-init: FAIL $*"; }
 stamp() { echo "lp-init: t=$(cut -d' ' -f1 /proc/uptime) $*"; }
 port() { if [ -c "$1" ]; then echo "$1"; else echo /dev/console; fi; }
-out=$(port /dev/ttyS1)
+out=$(port /dev/${tty}1)
 
 # expected_tests: every test of the driver as FIXTURE.VARIANT.TEST, from its
 # own listing (kselftest_harness -l: per fixture, a column of variants and
@@ -120,10 +125,10 @@ check)
 	echo "lp-init: lockless_test exited $?"
 	stamp "driver done"
 	if [ -z "${LP_TESTS:-}" ]; then
-		/bin/lockless_demo >"$(port /dev/ttyS2)" 2>&1
+		/bin/lockless_demo >"$(port /dev/${tty}2)" 2>&1
 		echo "lp-init: lockless_demo exited $?"
 		stamp "demo done"
-		BENCH_QUICK=1 /bin/lockless_bench >"$(port /dev/ttyS3)" 2>&1
+		BENCH_QUICK=1 /bin/lockless_bench >"$(port /dev/${tty}3)" 2>&1
 		echo "lp-init: lockless_bench exited $?"
 		stamp "bench smoke done"
 	fi
