@@ -210,6 +210,17 @@ lp_read_plan() {
 	done <"$1"
 }
 
+# lp_plan_base SERIES: after lp_read_plan, the patches of the series that
+# SERIES requires, theirs first, each once, one per line.
+lp_plan_base() {
+	local r m
+	for r in ${requires[$1]//,/ }; do
+		lp_plan_base "$r"
+		read -ra m <<<"${members[$r]}"
+		printf '%s\n' "${m[@]}"
+	done | awk '!seen[$0]++'
+}
+
 # lp_src_hash: what decides the patched source tree: kernel.env and each
 # patch's name and diff, not its commit message (from the first
 # "diff --git" on), so that rewording a patch rebuilds nothing.

@@ -128,20 +128,12 @@ apply() { # DIR PATCH WHAT
 		lp_die "$2 does not apply to $LP_KERNEL_PACKAGE $3: refresh it, or fix the split in kernel-config/series/"
 	}
 }
-base_of() {
-	local r m
-	for r in ${requires[$1]//,/ }; do
-		base_of "$r"
-		read -ra m <<<"${members[$r]}"
-		printf '%s\n' "${m[@]}"
-	done | awk '!seen[$0]++'
-}
 for s in "${order[@]}"; do
 	mkdir -p "$tmp/trees/$s"
 	cp -a "$tmp/pristine" "$tmp/trees/$s/a"
 	while IFS= read -r p; do
 		[ -n "$p" ] && apply "$tmp/trees/$s/a" "$p" "plus the series ${requires[$s]//,/, } (of which it is a patch)"
-	done < <(base_of "$s")
+	done < <(lp_plan_base "$s")
 	cp -a "$tmp/trees/$s/a" "$tmp/trees/$s/b"
 	read -ra list <<<"${members[$s]}"
 	for p in "${list[@]}"; do

@@ -178,15 +178,6 @@ done
 mapfile -t order < <(for i in "${!order[@]}"; do
 	printf '%s %03d %s\n' "${rank[${order[i]}]}" "$i" "${order[i]}"
 done | sort -k1,1n -k2,2n | cut -d' ' -f3)
-# base SERIES: the patches of the series SERIES requires, theirs first.
-base() {
-	local r m
-	for r in ${requires[$1]//,/ }; do
-		base "$r"
-		read -ra m <<<"${members[$r]}"
-		printf '%s\n' "${m[@]}"
-	done | awk '!seen[$0]++'
-}
 only=${SERIES:-}
 if [ -n "$only" ]; then
 	for s in ${only//,/ }; do
@@ -247,7 +238,7 @@ for s in "${order[@]}"; do
 	n=${#list[@]}
 	steps_all=$((steps_all + n))
 	mkdir -p "$logs/$s"
-	mapfile -t want < <(base "$s")
+	mapfile -t want < <(lp_plan_base "$s")
 	ts=$SECONDS
 	ok=0
 	# Back to this series' base unless the tree is already there.
