@@ -20,6 +20,14 @@
 # build/bench/bench.csv, insns.csv, insns.txt, bench.png (the ratios) and
 # bench-tcg.png (TCG wall-clock ns/op).
 #
+# ARCH=arm64: the same two kernels for QEMU's virt machine, and only the
+# instruction counts: each kernel boots under -icount twice, on a CPU with
+# LSE atomics (-cpu max,pauth-impdef=on: ldadd, cas, swp and their
+# acquire/release forms) and on a v8.0 CPU (-cpu cortex-a57: LL/SC loops,
+# ldxr/stxr); the kernel patches the choice in at boot. Two instruction
+# tables, build/bench/arm64-lse/ and build/bench/arm64-llsc/. No
+# wall-clock run: arm64's vCPUs run in turn in one TCG thread.
+#
 # BENCH_QUICK=1: the smoke run on the debug kernel that make check already
 # built (no other kernel, one multi-threaded boot): tiny counts, sanity
 # only, no claims and no instruction counts. BENCH_MS, BENCH_REPS: see
@@ -30,10 +38,6 @@ set -euo pipefail
 lp_need_root "$@"
 
 S=$LP_REPO/scripts
-# arm64's perf kernels, its two CPUs (LSE, LL/SC) and bench_report.py's
-# arm64 call relocations are not written yet.
-[ "$LP_ARCH" = x86_64 ] ||
-	lp_die "make bench is x86_64 only for now (ARCH=$LP_ARCH): no arm64 cost table yet"
 start=$SECONDS
 "$S/toolchain.sh"
 
@@ -72,6 +76,28 @@ done
 built=$SECONDS
 
 judged=0
+if [ "$LP_ARCH" = arm64 ]; then
+	g=build/guest-perf$LP_KSUF gi=build/guest-perf-inline$LP_KSUF
+	for cpu in lse:max,pauth-impdef=on llsc:cortex-a57; do
+		tag=${cpu%%:*}
+		for kind in perf perf-inline; do
+			ICOUNT=1 QEMU_CPU=${cpu#*:} "$S/qemu.sh" bench "$kind"
+			ICOUNT=1 "$S/judge.sh" bench "$kind" || judged=1
+			rm -rf "build/guest-$kind$LP_KSUF/bench-icount-$tag"
+			mv "build/guest-$kind$LP_KSUF/bench-icount" \
+				"build/guest-$kind$LP_KSUF/bench-icount-$tag"
+		done
+		"$S/inroot.sh" "$(printf '%q ' python3 scripts/bench_report.py \
+			"build/bench/arm64-$tag" "$(nproc)" "$LP_REPO" \
+			"icount=$g/bench-icount-$tag,$g/modules,$(kdesc perf), -cpu ${cpu#*:}" \
+			"inline=$gi/bench-icount-$tag,$gi/modules,$(kdesc perf-inline), -cpu ${cpu#*:}")" ||
+			lp_die "no report: see the ktap.log and console.log of $g*/bench-icount-$tag/"
+	done
+	lp_say "make bench ARCH=arm64 took $((SECONDS - start)) s (kernels, modules, guests: $((built - start)) s; the four boots: $((SECONDS - built)) s)"
+	[ "$judged" -eq 0 ] ||
+		lp_die "a bench run was not clean (judged above; logs in build/guest-perf*$LP_KSUF/bench-icount-*/)"
+	exit 0
+fi
 for kind in perf perf-inline; do
 	ICOUNT=1 "$S/qemu.sh" bench "$kind"
 	ICOUNT=1 "$S/judge.sh" bench "$kind" || judged=1

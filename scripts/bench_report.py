@@ -9,7 +9,8 @@ for the paths printed at the end.) NAME is one of
 
   icount  the perf kernel's run under QEMU -icount shift=0: insns/op,
   inline  the same on the perf-inline kernel (Rust's helpers inlined),
-  tcg     the multi-threaded wall-clock run (the only one BENCH_QUICK has).
+  tcg     the multi-threaded wall-clock run (the only one BENCH_QUICK has;
+          none on ARCH=arm64, whose report is the instruction table).
 
 Each RUN_DIR/ktap.log holds what shared-tests/lockless_bench.c printed in
 the guest: KTAP per cell, then "# === table ===", "# === ratios ===" and
@@ -46,9 +47,10 @@ module, from the DWARF of the .ko files the bench ran.
 A function's instructions are those whose addresses DWARF attributes to
 it, its inlined callees included; where the compiler inlined the function
 itself, its largest inlined copy counts. A row's count is the union over
-its functions. Padding (nop, int3) does not count. Calls are counted, not
-followed, on every path (cold ones too: panics, WARN, lockdep asserts);
-their targets are listed below ("?": an indirect call). Out of line in
+its functions. Padding (nop, int3) does not count. Calls (x86's call,
+arm64's bl and blr) are counted, not followed, on every path (cold ones
+too: panics, WARN, lockdep asserts); their targets are listed below ("?":
+an indirect call). Out of line in
 vmlinux: mutex_lock and friends, and, on the perf kernel, the
 rust_helper_* C functions behind Rust's atomics, refcounts and locks (on
 the perf-inline kernel, CONFIG_RUST_INLINE_HELPERS=y, they are inlined).
@@ -282,10 +284,10 @@ def disassemble(ko):
             mnem = m.group(2)
             if mnem in PREFIXES and not m.group(3).strip():
                 continue  # a prefix printed alone: part of the next one
-            if mnem.startswith('R_X86_64'):
+            if mnem.startswith(('R_X86_64', 'R_AARCH64')):
                 # A relocation line: the target of the call above it.
                 tgt = line.split()[-1]
-                if last is not None and insns[last][0].startswith('call'):
+                if last is not None and is_call(insns[last][0]):
                     insns[last] = (insns[last][0],
                                    re.sub(r'[-+]0x[0-9a-f]+$', '', tgt))
                 continue
@@ -293,8 +295,13 @@ def disassemble(ko):
             # A call inside the module needs no relocation: "<sym+0x..>".
             local = re.search(r'<([^>+]+)(\+0x[0-9a-f]+)?>', m.group(3))
             insns[last] = (mnem, local.group(1) if local and
-                           mnem.startswith('call') else None)
+                           is_call(mnem) else None)
     return insns
+
+
+def is_call(mnem):
+    """A call: x86's call (callq), arm64's bl and blr (indirect)."""
+    return mnem.startswith('call') or mnem in ('bl', 'blr')
 
 
 def demangle_calls(insns):
@@ -364,7 +371,7 @@ class Module:
 
     def calls(self, addrs):
         return sorted(self.insns[a][1] or '?' for a in addrs
-                      if self.insns[a][0].startswith('call'))
+                      if is_call(self.insns[a][0]))
 
     def count(self, names, legend):
         """(instructions, calls) of @names together; details to @legend."""
@@ -796,7 +803,7 @@ def compare_previous(runs, old, old_date):
 def main():
     out_dir, host_cpus, host_repo = sys.argv[1:4]
     runs = dict(read_run(spec) for spec in sys.argv[4:])
-    tcg = runs['tcg']
+    first = next(iter(runs.values()))
 
     def shown(path):
         return os.path.join(host_repo, os.path.relpath(path, os.getcwd()))
@@ -804,7 +811,7 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     csv_path = os.path.join(out_dir, 'bench.csv')
     old, old_date = previous_icount(csv_path)
-    fields = ['run'] + list(tcg['rows'][0].keys())
+    fields = ['run'] + list(first['rows'][0].keys())
     with open(csv_path, 'w', newline='') as f:
         w = csv.DictWriter(f, fields)
         w.writeheader()
@@ -812,15 +819,34 @@ def main():
             for r in run['rows']:
                 w.writerow(dict(r, run=name))
 
-    accel = os.environ.get('ACCEL', 'tcg')
-    smp = os.environ.get('SMP', '4')
     print()
-    print(f'make bench, {tcg["date"]}, on {host_cpus} host CPUs')
+    print(f'make bench, {first["date"]}, on {host_cpus} host CPUs')
     if 'icount' in runs:
         print()
         print_icount(runs, out_dir)
         compare_previous(runs, old, old_date)
+    plots = print_tcg(runs, out_dir, host_cpus, shown) \
+        if 'tcg' in runs else []
+    print(f'CSV:  {shown(csv_path)}')
+    for line in plots:
+        print(line)
+    if 'icount' in runs:
+        print('instruction counts, function by function: '
+              f'{shown(os.path.join(out_dir, "insns.txt"))}'
+              + (' and insns-inline.txt' if 'inline' in runs else ''))
+    for name, run in runs.items():
+        summary = [h for h in run['sec'].get('end', []) if 'not sane' in h]
+        if summary:
+            print(f'{name}: {summary[-1]}')
+    return 0
 
+
+def print_tcg(runs, out_dir, host_cpus, shown):
+    """Print the contention run's header, table and ratios; plot. Return
+    the lines that name the plots."""
+    tcg = runs['tcg']
+    accel = os.environ.get('ACCEL', 'tcg')
+    smp = os.environ.get('SMP', '4')
     print()
     print(f'Contention: wall clock, {accel.upper()} multi-threaded, {smp} '
           f'vCPUs on {host_cpus} host CPUs; {tcg["kernel"]}')
@@ -853,20 +879,10 @@ def main():
              f'{tcg["date"]}, {tcg["kernel"]}, {smp} vCPUs on {host_cpus} '
              'host CPUs. C solid, Rust dashed')
     tcg_png = plot_tcg(out_dir, tcg['rows'], title)
-    print(f'CSV:  {shown(csv_path)}')
-    print(f'plot: {shown(png)} (ratios: insns/op over C, contention over '
-          'the locked baseline)')
-    print(f'      {shown(tcg_png)} ({accel.upper()} wall-clock ns/op, '
-          'not a machine\'s)')
-    if 'icount' in runs:
-        print('instruction counts, function by function: '
-              f'{shown(os.path.join(out_dir, "insns.txt"))}'
-              + (' and insns-inline.txt' if 'inline' in runs else ''))
-    for name, run in runs.items():
-        summary = [h for h in run['sec'].get('end', []) if 'not sane' in h]
-        if summary:
-            print(f'{name}: {summary[-1]}')
-    return 0
+    return [f'plot: {shown(png)} (ratios: insns/op over C, contention over '
+            'the locked baseline)',
+            f'      {shown(tcg_png)} ({accel.upper()} wall-clock ns/op, '
+            'not a machine\'s)']
 
 
 if __name__ == '__main__':
