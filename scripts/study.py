@@ -13,7 +13,9 @@ comment above each and syntax highlighted by pygments (helpers they call
 folded below them); the "C API" / "Rust API" columns of the demo rows that
 exercise it, each checked against the calls (patterns.py); the APIs each
 side calls; instructions per op from the last `make bench`
-(build/bench/bench.csv: C, Rust, Rust with helpers inlined); the litmus
+(build/bench/bench.csv: C, Rust, Rust with helpers inlined) and, if it
+ran, `make bench ARCH=arm64` (build/bench/arm64-lse/ and arm64-llsc/);
+the litmus
 tests whose Code: section names its functions, with the result each
 expects and what the last `make litmus` (build/litmus/) said; the mutants
 whose diff touches its functions; and the Rust-for-Linux gaps it needed
@@ -43,10 +45,16 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # ------------------------------------------------------------ inputs
 
 
-def bench_data(repo):
+# make bench ARCH=arm64's instruction tables, beside x86's build/bench/:
+# (subdirectory of build/bench/, what the study calls it).
+ARM64_BENCH = (('arm64-lse', 'arm64, -cpu max (LSE atomics)'),
+               ('arm64-llsc', 'arm64, -cpu cortex-a57 (LL/SC)'))
+
+
+def bench_data(repo, sub=''):
     """({(run, module, label): insns/op}, {label: (c static, rust static)},
-    date) of the last make bench, or None."""
-    path = os.path.join(repo, 'build/bench/bench.csv')
+    date) of the last make bench (in build/bench/SUB), or None."""
+    path = os.path.join(repo, 'build/bench', sub, 'bench.csv')
     fig = {}
     try:
         with open(path) as f:
@@ -62,7 +70,7 @@ def bench_data(repo):
     static = {}
     for tag in ('', '-inline'):
         try:
-            with open(os.path.join(repo, 'build/bench/insns%s.csv' % tag)) as f:
+            with open(os.path.join(repo, 'build/bench', sub, 'insns%s.csv' % tag)) as f:
                 for r in csv.DictReader(f):
                     static.setdefault(r['row'], {})[tag or 'perf'] = (r['c_insns'], r['rust_insns'])
         except (OSError, KeyError):
@@ -348,6 +356,8 @@ class Render:
         self.src, self.pats = pt.load(repo)
         self.rows = {r[0]: r for r in pt.demo_rows(repo)}
         self.bench = bench_data(repo)
+        self.bench_arm64 = [(title, b) for sub, title in ARM64_BENCH
+                            for b in [bench_data(repo, sub)] if b]
         self.tests = litmus_tests(repo)
         self.mutants = mutants(repo, self.src)
         self.kpatches = kernel_patches(repo, self.src)
@@ -457,15 +467,20 @@ class Render:
     def bench_html(self, p):
         if not p.bench:
             return '<p class="none">No row of make bench measures it alone.</p>'
-        if not self.bench:
+        if not self.bench and not self.bench_arm64:
             return '<p class="none">No bench run yet (make bench writes build/bench/bench.csv).</p>'
-        rows = bench_rows(p, self.bench)
+        out = [self.bench_table(p, self.bench, 'x86_64')] if self.bench else []
+        out += [self.bench_table(p, b, title) for title, b in self.bench_arm64]
+        return '\n'.join(out)
+
+    def bench_table(self, p, bench, arch):
+        rows = bench_rows(p, bench)
         if not rows:
-            return ('<p class="none">The last make bench (%s) has no row %s.</p>'
-                    % (self.bench[2], esc(', '.join(p.bench))))
-        out = ['<table class="bench"><tr><th>make bench row (%s)</th><th>C</th><th>Rust</th>'
+            return ('<p class="none">The last make bench (%s, %s) has no row %s.</p>'
+                    % (esc(arch), bench[2], esc(', '.join(p.bench))))
+        out = ['<table class="bench"><tr><th>make bench row (%s, %s)</th><th>C</th><th>Rust</th>'
                '<th>Rust inlined</th><th>Rust/C</th><th>inlined/C</th>'
-               '<th>static: C / Rust / Rust inl.</th></tr>' % esc(self.bench[2])]
+               '<th>static: C / Rust / Rust inl.</th></tr>' % (esc(arch), esc(bench[2]))]
         for label, c, r, ri, st in rows:
             def ratio(a, b):
                 if not a or not b:
@@ -567,6 +582,8 @@ class Render:
         now = datetime.datetime.now().strftime('%Y-%m-%d %H:%M')
         bench = ('instructions from make bench of %s' % self.bench[2] if self.bench
                  else 'no bench run yet')
+        if self.bench_arm64:
+            bench += ' and from make bench ARCH=arm64 of %s' % self.bench_arm64[0][1][2]
         ran = sum(1 for d in self.tests.values() if d['observed'] is not None)
         body = ['<h1>lockless-parity: the patterns, C and Rust side by side</h1>',
                 '<p>Every function below is read from <code>c-module/</code> and '
@@ -609,9 +626,10 @@ class Render:
                         out.append('- make demo row %s: C API `%s`%s, Rust API `%s`%s' % (
                             name, row[1], self.md_verdict(name, 'c', row[1]),
                             row[2], self.md_verdict(name, 'rust', row[2])))
-                for label, c, r, ri, st in bench_rows(p, self.bench):
-                    out.append('- insns/op %s: C %s, Rust %s, Rust inlined %s' % (
-                        label, *('%.1f' % x if x else 'n/a' for x in (c, r, ri))))
+                for arch, bench in [('x86_64', self.bench)] + self.bench_arm64:
+                    for label, c, r, ri, st in bench_rows(p, bench):
+                        out.append('- insns/op %s (%s): C %s, Rust %s, Rust inlined %s' % (
+                            label, arch, *('%.1f' % x if x else 'n/a' for x in (c, r, ri))))
                 if p.bench and not self.bench:
                     out.append('- insns/op: no bench run yet')
                 for t in self.tests_of(p):
