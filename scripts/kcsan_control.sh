@@ -66,13 +66,13 @@ for mode in plain marked locked; do
 			lp_die "KCSAN reported nothing of the Rust module's deliberate data race: is Rust instrumented (patches/0007)? see build/guest-$kind/racy/console.log"
 		# The race is in RUN's lp_run_one(), or in what the compiler
 		# inlined it into: C's lp_run() or lp_ioctl() (lp_ioctl on this
-		# kernel), Rust's lp_run_one::<Locked>, lp_run or <Arena as
-		# MiscDevice>::ioctl in lockless_rust::device (v0-mangled; on this
-		# kernel lp_run_one::<Locked>, out of line).
+		# kernel), Rust's lp_run_one::<Locked>, lp_run_typed::<Locked>,
+		# lp_run or <Arena as MiscDevice>::ioctl in lockless_rust::device
+		# (v0-mangled; on this kernel lp_run_one::<Locked>, out of line).
 		[ "$(count /dev/lockless_c plain '(lp_run_one|lp_run|lp_ioctl) [[]lockless_c[]]')" -gt 0 ] ||
 			lp_die "no report of the C race names lp_run_one, lp_run or lp_ioctl in lockless_c: see build/guest-$kind/racy/kcsan.txt"
-		[ "$(count /dev/lockless_rust plain '13lockless_rust6device(10lp_run_one|6lp_run|[^ ]*5ioctl)[^ ]* [[]lockless_rust[]]')" -gt 0 ] ||
-			lp_die "no report of the Rust race names lockless_rust::device's lp_run_one, lp_run or ioctl: see build/guest-$kind/racy/kcsan.txt"
+		[ "$(count /dev/lockless_rust plain '13lockless_rust6device(10lp_run_one|12lp_run_typed|6lp_run|[^ ]*5ioctl)[^ ]* [[]lockless_rust[]]')" -gt 0 ] ||
+			lp_die "no report of the Rust race names lockless_rust::device's lp_run_one, lp_run_typed, lp_run or ioctl: see build/guest-$kind/racy/kcsan.txt"
 		;;
 	*)
 		[ "$c" -eq 0 ] && [ "$rust" -eq 0 ] ||
