@@ -93,7 +93,7 @@ if [ "$LP_ARCH" = arm64 ]; then
 			"inline=$gi/bench-icount-$tag,$gi/modules,$(kdesc perf-inline), -cpu ${cpu#*:}")" ||
 			lp_die "no report: see the ktap.log and console.log of $g*/bench-icount-$tag/"
 	done
-	lp_say "make bench ARCH=arm64 took $((SECONDS - start)) s (kernels, modules, guests: $((built - start)) s; the four boots: $((SECONDS - built)) s)"
+	lp_say "make bench ARCH=arm64 took $((SECONDS - start)) s (kernels, modules, guests: $((built - start)) s; the four boots and the two reports: $((SECONDS - built)) s)"
 	[ "$judged" -eq 0 ] ||
 		lp_die "a bench run was not clean (judged above; logs in build/guest-perf*$LP_KSUF/bench-icount-*/)"
 	exit 0
